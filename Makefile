@@ -1,0 +1,37 @@
+# Two commands do everything: `make repro` (install + default pipeline) and `make test`.
+# Both install into .venv on first use and are no-ops for the install step afterwards.
+SHELL := /bin/bash
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+# Stage commands call `python`/`dvc`; make sure they resolve to the project environment.
+export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
+
+.PHONY: install repro test test-slow ui learning-check clean-scratch
+
+install: $(STAMP)
+
+$(STAMP): requirements.txt pyproject.toml
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -m pip install --disable-pip-version-check -q -r requirements.txt
+	$(PY) -m pip install --disable-pip-version-check -q --no-build-isolation --no-deps -e .
+	touch $(STAMP)
+
+repro: install
+	dvc repro
+
+test: install
+	pytest -q
+
+# Long checks outside CI (for example the learning check on reach-v3).
+test-slow: install
+	pytest -q -m slow
+
+learning-check: install
+	python scripts/learning_check.py
+
+ui: install
+	mlflow ui --backend-store-uri "$${MLFLOW_TRACKING_URI:-sqlite:///$(CURDIR)/mlflow.db}"
+
+clean-scratch:
+	rm -rf .scratch

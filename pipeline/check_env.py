@@ -1,0 +1,33 @@
+"""Stage check_env: MuJoCo loads, every benchmark the pipeline uses builds and steps; versions and
+the torch device go to reports/environment.json and MLflow."""
+
+import argparse
+
+from ptsl.cli import run_stage
+from ptsl.config import load_params
+from ptsl.envcheck import run_checks
+from ptsl.io import write_json_atomic
+from ptsl.paths import REPORTS, TASK_CACHE
+from ptsl.tracking import start_run
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--params", default="params.yaml")
+    ap.add_argument("--out", default=str(REPORTS / "environment.json"))
+    args = ap.parse_args()
+    params = load_params(args.params)
+    names = params.runs.plain + params.runs.ptsl
+    report = run_checks({params.experiments[n].benchmark for n in names}, params.env, TASK_CACHE)
+    # Creating the MLflow store here, once, avoids SQLite creation races between later workers.
+    tracker = start_run("check_env", "check_env", stage="check_env")
+    tracker.log_params({"versions": report["versions"], "torch": report["torch"]})
+    write_json_atomic(args.out, report)
+    tracker.log_artifact(args.out)
+    tracker.end()
+    print(f"environment ok: {', '.join(f'{k} {v}' for k, v in report['versions'].items())}; "
+          f"torch device {report['torch']['device']}")
+
+
+if __name__ == "__main__":
+    run_stage(main)

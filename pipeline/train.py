@@ -1,0 +1,47 @@
+"""Stage train@<experiment>-<seed>: train one run, write data/runs/<experiment>-<seed>/."""
+
+import argparse
+from pathlib import Path
+
+from ptsl.cli import run_stage
+from ptsl.config import PTSL_METHODS, load_params, run_config
+from ptsl.paths import RESUME, RUNS, TASK_CACHE, run_id
+from ptsl.tracking import start_run
+from ptsl.train import train, write_run_outputs
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--exp", required=True, help="experiment name from params.yaml")
+    ap.add_argument("--seed", required=True, type=int)
+    ap.add_argument("--params", default="params.yaml")
+    ap.add_argument("--out", default=str(RUNS))
+    args = ap.parse_args()
+    cfg = run_config(load_params(args.params), args.exp, args.seed)
+    name = run_id(args.exp, args.seed)
+    group = "train_ptsl" if cfg.experiment.method in PTSL_METHODS else "train"
+    tracker = start_run("train", name, stage=f"{group}@{name}",
+                        tags={"experiment": args.exp, "seed": str(args.seed),
+                              "method": cfg.experiment.method})
+    try:
+        tracker.log_params(cfg.to_dict())
+        result = train(cfg, scratch_dir=RESUME, task_cache=TASK_CACHE, tracker=tracker)
+        out = Path(args.out) / name
+        write_run_outputs(result, out, {"experiment": args.exp, "seed": args.seed,
+                                        "method": cfg.experiment.method,
+                                        "benchmark": cfg.experiment.benchmark})
+        tracker.log_metrics({"parameter_count": result.parameter_count,
+                             "wall_seconds": result.wall_seconds}, cfg.train.steps)
+        tracker.log_artifact(out / "curve.csv")
+        tracker.log_artifact(out / "summary.json")
+    except BaseException:
+        tracker.end("FAILED")
+        raise
+    tracker.end()
+    final = result.curve.iloc[-1]
+    print(f"{name}: success {final['success']:.3f} at step {int(final['step'])}, "
+          f"{result.parameter_count:,} parameters, {result.wall_seconds:.0f} s")
+
+
+if __name__ == "__main__":
+    run_stage(main)

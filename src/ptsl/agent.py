@@ -1,0 +1,275 @@
+"""Multi-task SAC as mtrl implements it (reference doc 1.4 and 2): actor, twin critics, one
+temperature per task, one update step, acting, and save/load.
+
+The method zoo (which encoder, task encoder and trunk) is decided in :mod:`ptsl.methods`; this
+module only composes the pieces it is handed and applies the reference's gradient-flow rules:
+the critic loss trains the critic, its encoder and the task encoder; the actor loss trains the
+actor trunk only (encoder output and task encoding detached); the temperature loss trains log-alpha.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .buffer import Batch
+
+
+class TrainingDiverged(RuntimeError):
+    """A loss left the safe range (the reference aborts when the critic loss exceeds 1e8)."""
+
+
+class Actor(nn.Module):
+    """Encoder -> (features [+ task encoding]) -> trunk -> tanh-squashed Gaussian."""
+
+    def __init__(self, encoder: nn.Module, trunk: nn.Module, concat_task_encoding: bool,
+                 log_std_min: float, log_std_max: float) -> None:
+        super().__init__()
+        self.encoder = encoder
+        self.trunk = trunk
+        self.concat_task_encoding = concat_task_encoding
+        self.log_std_min = log_std_min
+        self.log_std_max = log_std_max
+
+    def forward(self, obs: torch.Tensor, task: torch.Tensor, task_encoding: torch.Tensor | None,
+                detach_encoder: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+        h = self.encoder(obs, task, task_encoding)
+        if detach_encoder:
+            h = h.detach()
+        if self.concat_task_encoding:
+            h = torch.cat([h, task_encoding], dim=-1)
+        mu, raw_log_std = self.trunk(h, task, task_encoding).chunk(2, dim=-1)
+        # Reference: log-std squashed into [min, max] by tanh rescaling, not clamped.
+        log_std = self.log_std_min + 0.5 * (self.log_std_max - self.log_std_min) * (
+            torch.tanh(raw_log_std) + 1)
+        return mu, log_std
+
+
+def squashed_sample(mu: torch.Tensor, log_std: torch.Tensor,
+                    generator: torch.Generator | None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Reparameterised tanh-Gaussian sample and its log-probability (mtrl ``actor.py``)."""
+    noise = torch.randn(mu.shape, generator=generator, device=mu.device, dtype=mu.dtype)
+    pre = mu + noise * log_std.exp()
+    log_pi = (-0.5 * noise.pow(2) - log_std).sum(-1, keepdim=True) \
+        - 0.5 * math.log(2 * math.pi) * mu.shape[-1]
+    action = torch.tanh(pre)
+    log_pi = log_pi - torch.log(F.relu(1 - action.pow(2)) + 1e-6).sum(-1, keepdim=True)
+    return action, log_pi
+
+
+class Critic(nn.Module):
+    """Encoder -> (features [+ task encoding], action) -> two Q trunks."""
+
+    def __init__(self, encoder: nn.Module, q1: nn.Module, q2: nn.Module,
+                 concat_task_encoding: bool) -> None:
+        super().__init__()
+        self.encoder = encoder
+        self.q1 = q1
+        self.q2 = q2
+        self.concat_task_encoding = concat_task_encoding
+
+    def forward(self, obs: torch.Tensor, action: torch.Tensor, task: torch.Tensor,
+                task_encoding: torch.Tensor | None,
+                detach_encoder: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
+        h = self.encoder(obs, task, task_encoding)
+        if detach_encoder:
+            h = h.detach()
+        if self.concat_task_encoding:
+            h = torch.cat([h, task_encoding], dim=-1)
+        x = torch.cat([h, action], dim=-1)
+        return self.q1(x, task, task_encoding), self.q2(x, task, task_encoding)
+
+
+@dataclass
+class Networks:
+    """What a method builds: actor, critic and an optional task encoder.
+
+    ``actor_params`` are the parameters the actor optimiser owns (the reference optimises the
+    actor's trunk only; its encoder is tied to the critic's or left untrained).
+    """
+
+    actor: Actor
+    critic: Critic
+    task_encoder: nn.Module | None = None
+    actor_params: list[nn.Parameter] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class SACHyper:
+    """The update-rule constants the agent needs (a view of :class:`ptsl.config.SACConfig`)."""
+
+    discount: float
+    init_temperature: float
+    actor_lr: float
+    critic_lr: float
+    alpha_lr: float
+    task_encoder_lr: float
+    tau: float
+    encoder_tau: float
+    critic_loss_guard: float
+
+
+def _soft_update(src: nn.Module, dst: nn.Module, tau: float) -> None:
+    with torch.no_grad():
+        for p, tp in zip(src.parameters(), dst.parameters()):
+            tp.lerp_(p, tau)
+
+
+class MultiTaskSAC(nn.Module):
+    """Multi-task SAC with disentangled (per-task) temperatures.
+
+    Use :meth:`act` to act, :meth:`update` for one gradient step, :meth:`save` / :func:`load_agent`
+    to persist. ``meta`` carries what is needed to rebuild the agent (config, sizes, task names).
+    """
+
+    def __init__(self, nets: Networks, num_tasks: int, action_dim: int, hp: SACHyper,
+                 generator: torch.Generator, meta: Mapping[str, Any] | None = None) -> None:
+        super().__init__()
+        self.actor = nets.actor
+        self.critic = nets.critic
+        self.task_encoder = nets.task_encoder
+        self.critic_target = copy.deepcopy(nets.critic)
+        for p in self.critic_target.parameters():
+            p.requires_grad_(False)
+        self.log_alpha = nn.Parameter(torch.full((num_tasks,), math.log(hp.init_temperature)))
+        self.target_entropy = -float(action_dim)
+        self.hp = hp
+        self.num_tasks = num_tasks
+        self.action_dim = action_dim
+        self.generator = generator
+        self.meta = dict(meta or {})
+        actor_params = nets.actor_params or list(nets.actor.trunk.parameters())
+        self.actor_opt = torch.optim.Adam(actor_params, lr=hp.actor_lr)
+        self.critic_opt = torch.optim.Adam(self.critic.parameters(), lr=hp.critic_lr)
+        self.alpha_opt = torch.optim.Adam([self.log_alpha], lr=hp.alpha_lr)
+        self.task_encoder_opt = (
+            torch.optim.Adam(self.task_encoder.parameters(), lr=hp.task_encoder_lr)
+            if self.task_encoder is not None else None)
+
+    @property
+    def device(self) -> torch.device:
+        return self.log_alpha.device
+
+    def alpha(self, task: torch.Tensor) -> torch.Tensor:
+        """Per-sample temperature, selected by task index (shape B x 1)."""
+        return self.log_alpha.exp()[task].unsqueeze(-1)
+
+    def encode_task(self, task: torch.Tensor) -> torch.Tensor | None:
+        return None if self.task_encoder is None else self.task_encoder(task)
+
+    @torch.no_grad()
+    def act(self, obs: np.ndarray, task: np.ndarray | int, deterministic: bool = True) -> np.ndarray:
+        """Action(s) for observation(s) ``obs`` of task(s) ``task``.
+
+        ``obs`` is one observation (``obs_dim``,) or a batch (B, ``obs_dim``); ``task`` the
+        matching task index or indices. Deterministic acting returns ``tanh(mean)``.
+        """
+        single = np.ndim(obs) == 1
+        obs_t = torch.as_tensor(np.atleast_2d(obs), dtype=torch.float32, device=self.device)
+        task_t = torch.as_tensor(np.atleast_1d(task), dtype=torch.int64, device=self.device)
+        if task_t.numel() != obs_t.shape[0]:
+            raise ValueError(f"got {obs_t.shape[0]} observations but {task_t.numel()} task indices")
+        if int(task_t.min()) < 0 or int(task_t.max()) >= self.num_tasks:
+            raise ValueError(f"task index out of range [0, {self.num_tasks})")
+        was_training = self.training
+        self.eval()
+        mu, log_std = self.actor(obs_t, task_t, self.encode_task(task_t))
+        action = torch.tanh(mu) if deterministic else squashed_sample(mu, log_std, self.generator)[0]
+        self.train(was_training)
+        out = action.cpu().numpy()
+        return out[0] if single else out
+
+    def _check(self, name: str, value: torch.Tensor, step: int, limit: float | None = None) -> float:
+        v = float(value.detach())
+        if not math.isfinite(v) or (limit is not None and v > limit):
+            why = "is not finite" if not math.isfinite(v) else f"exceeds the guard {limit:g}"
+            raise TrainingDiverged(f"training stopped at step {step}: {name} = {v:g} {why}")
+        return v
+
+    def update(self, batch: Batch, step: int) -> dict[str, float]:
+        """One SAC update on ``batch`` in the reference order; returns the losses."""
+        hp = self.hp
+        task = batch.task
+        if self.task_encoder_opt is not None:
+            self.task_encoder_opt.zero_grad(set_to_none=True)
+        task_enc = self.encode_task(task)  # with grad: the critic loss trains the task encoder
+        enc_nograd = None if task_enc is None else task_enc.detach()
+
+        with torch.no_grad():
+            mu, log_std = self.actor(batch.next_obs, task, enc_nograd)
+            next_action, next_log_pi = squashed_sample(mu, log_std, self.generator)
+            tq1, tq2 = self.critic_target(batch.next_obs, next_action, task, enc_nograd)
+            target_v = torch.min(tq1, tq2) - self.alpha(task) * next_log_pi
+            target_q = batch.reward + batch.not_done * hp.discount * target_v
+        q1, q2 = self.critic(batch.obs, batch.action, task, task_enc)
+        critic_loss = F.mse_loss(q1, target_q) + F.mse_loss(q2, target_q)
+        critic_value = self._check("critic_loss", critic_loss, step, hp.critic_loss_guard)
+        self.critic_opt.zero_grad(set_to_none=True)
+        critic_loss.backward()
+        self.critic_opt.step()
+
+        # Actor and temperature: encoder output and task encoding detached (reference 4.4).
+        mu, log_std = self.actor(batch.obs, task, enc_nograd, detach_encoder=True)
+        action, log_pi = squashed_sample(mu, log_std, self.generator)
+        aq1, aq2 = self.critic(batch.obs, action, task, enc_nograd, detach_encoder=True)
+        alpha = self.alpha(task)
+        actor_loss = (alpha.detach() * log_pi - torch.min(aq1, aq2)).mean()
+        actor_value = self._check("actor_loss", actor_loss, step)
+        self.actor_opt.zero_grad(set_to_none=True)
+        actor_loss.backward()
+        self.actor_opt.step()
+        # Reference quirk kept: the loss is written on alpha = exp(log alpha), not on log alpha.
+        alpha_loss = (alpha * (-log_pi - self.target_entropy).detach()).mean()
+        alpha_value = self._check("alpha_loss", alpha_loss, step)
+        self.alpha_opt.zero_grad(set_to_none=True)
+        alpha_loss.backward()
+        self.alpha_opt.step()
+
+        _soft_update(self.critic.q1, self.critic_target.q1, hp.tau)
+        _soft_update(self.critic.q2, self.critic_target.q2, hp.tau)
+        _soft_update(self.critic.encoder, self.critic_target.encoder, hp.encoder_tau)
+        if self.task_encoder_opt is not None:
+            self.task_encoder_opt.step()
+        return {"critic_loss": critic_value, "actor_loss": actor_value, "alpha_loss": alpha_value,
+                "alpha_mean": float(self.log_alpha.detach().exp().mean()),
+                "entropy": float(-log_pi.detach().mean())}
+
+    # ---------------------------------------------------------------- persistence
+    def training_state(self) -> dict[str, Any]:
+        """Weights, optimiser moments and the sampling generator: everything a resume needs."""
+        opts = {"actor": self.actor_opt, "critic": self.critic_opt, "alpha": self.alpha_opt}
+        if self.task_encoder_opt is not None:
+            opts["task_encoder"] = self.task_encoder_opt
+        return {"model": self.state_dict(),
+                "optimizers": {k: o.state_dict() for k, o in opts.items()},
+                "generator": self.generator.get_state()}
+
+    def load_training_state(self, state: Mapping[str, Any]) -> None:
+        self.load_state_dict(state["model"])
+        opts = {"actor": self.actor_opt, "critic": self.critic_opt, "alpha": self.alpha_opt,
+                "task_encoder": self.task_encoder_opt}
+        for name, opt_state in state["optimizers"].items():
+            opts[name].load_state_dict(opt_state)
+        self.generator.set_state(state["generator"])
+
+    def save(self, path: str | Path) -> None:
+        """Write weights and rebuild information to ``path`` atomically (temp file, then rename)."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + ".tmp")
+        torch.save({"format": 1, "meta": self.meta, "model": self.state_dict()}, tmp)
+        tmp.replace(path)
+
+    def parameter_count(self) -> int:
+        """Parameters by the reference rule: actor + critic + critic target + log-alpha, tied
+        tensors counted in each module, the task encoder excluded (reference doc 5.6)."""
+        return sum(sum(p.numel() for p in m.parameters())
+                   for m in (self.actor, self.critic, self.critic_target)) + self.log_alpha.numel()

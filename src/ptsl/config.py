@@ -1,0 +1,336 @@
+"""Typed, frozen configuration built from ``params.yaml`` and validated once, at the edge.
+
+Every field declares its type and, where it matters, its allowed values or range in the field
+metadata. :func:`build` turns a plain mapping into a dataclass and raises :class:`ConfigError`
+naming the offending key (``experiments.mt10_sac.hidden_dim``) and what is allowed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+import yaml
+
+
+class ConfigError(ValueError):
+    """A params value is missing, unknown, of the wrong type or out of range."""
+
+
+def _spec(default: Any = dataclasses.MISSING, *, choices: tuple | None = None,
+          ge: float | None = None, gt: float | None = None, le: float | None = None,
+          doc: str = "") -> Any:
+    """A dataclass field carrying its validation rule in its metadata."""
+    meta = {"choices": choices, "ge": ge, "gt": gt, "le": le, "doc": doc}
+    if default is dataclasses.MISSING:
+        return field(metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+BENCHMARKS = ("mt10", "mt50")
+METHODS = ("mtsac", "softmod", "care", "care_ptsl", "sac_ptsl")
+PTSL_METHODS = ("care_ptsl", "sac_ptsl")
+RESIDUAL_MODES = ("none", "sum", "linear", "project")
+
+
+@dataclass(frozen=True)
+class EnvConfig:
+    """Environment protocol (reference doc section 1.1); defaults follow the reference code."""
+
+    episode_length: int = _spec(150, ge=1, doc="steps per episode (Meta-World v3 allows up to 500)")
+    goals: str = _spec("fixed", choices=("fixed", "resample"))
+    reward_version: str = _spec("v1", choices=("v1", "v2"))
+    normalize_reward: bool = _spec(True)
+    reward_alpha: float = _spec(0.001, gt=0.0, le=1.0)
+    vector: str = _spec("sync", choices=("sync", "async"))
+
+
+@dataclass(frozen=True)
+class SACConfig:
+    """Multi-task SAC hyper-parameters (reference doc section 1.4)."""
+
+    discount: float = _spec(0.99, gt=0.0, le=1.0)
+    init_temperature: float = _spec(1.0, gt=0.0)
+    actor_lr: float = _spec(3e-4, gt=0.0)
+    critic_lr: float = _spec(3e-4, gt=0.0)
+    alpha_lr: float = _spec(3e-4, gt=0.0)
+    task_encoder_lr: float = _spec(3e-4, gt=0.0)
+    tau: float = _spec(0.005, gt=0.0, le=1.0)
+    encoder_tau: float = _spec(0.05, gt=0.0, le=1.0)
+    batch_size: int = _spec(1280, ge=1)
+    buffer_capacity: int = _spec(1_000_000, ge=1)
+    init_steps: int = _spec(1500, ge=1, doc="random vector steps, then as many updates at once")
+    log_std_min: float = _spec(-20.0)
+    log_std_max: float = _spec(2.0)
+    critic_loss_guard: float = _spec(1e8, gt=0.0)
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """Training-loop budget: counts are vector steps (one step of every task), as in the reference."""
+
+    steps: int = _spec(ge=1)
+    eval_every: int = _spec(ge=1)
+    checkpoint_every: int = _spec(ge=1, doc="vector steps between scratch (resume) checkpoints")
+    eval_episodes: int = _spec(1, ge=1)
+    device: str = _spec("auto", choices=("auto", "cpu", "cuda"))
+    torch_threads: int = _spec(0, ge=0, doc="0 keeps torch's default")
+
+
+@dataclass(frozen=True)
+class EvaluateConfig:
+    """Evaluation stage: deterministic episodes per task from the final checkpoint."""
+
+    episodes: int = _spec(1, ge=1)
+
+
+@dataclass(frozen=True)
+class ExperimentConfig:
+    """One row of a table: benchmark, method and network sizes."""
+
+    benchmark: str = _spec(doc="mt10, mt50 or a single Meta-World v3 task such as reach-v3")
+    method: str = _spec(choices=METHODS)
+    hidden_dim: int = _spec(400, ge=1)
+    num_layers: int = _spec(3, ge=1)
+    task_onehot: bool = _spec(False, doc="MT-SAC only: append a task one-hot (garage variant)")
+    num_experts: int = _spec(4, ge=1, doc="CARE encoders / Soft Modularization modules")
+    pal_dim: int | None = _spec(None, ge=1, doc="PTSL rank; unset reads the top-level pal_dim")
+    shared_projection: bool = _spec(True, doc="PTSL: one D/U pair shared across layers")
+    residual_mode: str = _spec("none", choices=RESIDUAL_MODES)
+    name: str = ""
+
+
+@dataclass(frozen=True)
+class RunsConfig:
+    """Which experiments the pipeline trains: plain methods and PTSL methods in separate groups."""
+
+    plain: tuple[str, ...] = _spec(())
+    ptsl: tuple[str, ...] = _spec(())
+
+
+@dataclass(frozen=True)
+class ReportConfig:
+    """Aggregation settings."""
+
+    bootstrap_samples: int = _spec(2000, ge=1)
+
+
+@dataclass(frozen=True)
+class Params:
+    """The whole of ``params.yaml``."""
+
+    env: EnvConfig
+    sac: SACConfig
+    train: TrainConfig
+    evaluate: EvaluateConfig
+    experiments: Mapping[str, ExperimentConfig]
+    runs: RunsConfig
+    seeds: tuple[int, ...] = _spec(ge=0)
+    pal_dim: int = _spec(50, ge=1)
+    report: ReportConfig = field(default_factory=ReportConfig)
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Everything one training run reads: the resolved config of one (experiment, seed) stage."""
+
+    name: str
+    seed: int
+    experiment: ExperimentConfig
+    env: EnvConfig
+    sac: SACConfig
+    train: TrainConfig
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain nested dict (for checkpoints and MLflow params)."""
+        return dataclasses.asdict(self)
+
+    def key(self) -> str:
+        """Stable hash of the resolved config; keys the scratch resume checkpoint."""
+        blob = json.dumps(self.to_dict(), sort_keys=True)
+        return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+    @staticmethod
+    def from_dict(data: Mapping[str, Any]) -> "RunConfig":
+        """Inverse of :meth:`to_dict` (used when loading a saved agent)."""
+        return RunConfig(
+            name=data["name"], seed=int(data["seed"]),
+            experiment=build(ExperimentConfig, data["experiment"], "experiment"),
+            env=build(EnvConfig, data["env"], "env"),
+            sac=build(SACConfig, data["sac"], "sac"),
+            train=build(TrainConfig, data["train"], "train"),
+        )
+
+
+# --------------------------------------------------------------------------------------------
+# Generic builder
+
+
+def _type_name(tp: Any) -> str:
+    return getattr(tp, "__name__", str(tp))
+
+
+def _coerce(value: Any, tp: Any, key: str) -> Any:
+    """Check (and gently coerce: int -> float, list -> tuple) one value against its annotation."""
+    origin = typing.get_origin(tp)
+    if tp is bool:
+        if not isinstance(value, bool):
+            raise ConfigError(f"{key}: expected true or false, got {value!r}")
+        return value
+    if tp is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(f"{key}: expected an integer, got {value!r}")
+        return value
+    if tp is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigError(f"{key}: expected a number, got {value!r}")
+        return float(value)
+    if tp is str:
+        if not isinstance(value, str):
+            raise ConfigError(f"{key}: expected a string, got {value!r}")
+        return value
+    if origin is tuple:
+        (item_tp, _ellipsis) = typing.get_args(tp)
+        if not isinstance(value, (list, tuple)):
+            raise ConfigError(f"{key}: expected a list, got {value!r}")
+        return tuple(_coerce(v, item_tp, f"{key}[{i}]") for i, v in enumerate(value))
+    if origin in (types.UnionType, typing.Union):
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        if value is None:
+            return None
+        return _coerce(value, args[0], key)
+    raise TypeError(f"unsupported annotation {tp!r} for {key}")  # programming error
+
+
+def _check_range(value: Any, meta: Mapping[str, Any], key: str) -> None:
+    choices = meta.get("choices")
+    if choices is not None and value not in choices:
+        raise ConfigError(f"{key}: unknown value {value!r}; allowed: {', '.join(map(str, choices))}")
+    values = value if isinstance(value, tuple) else (value,)
+    for v in values:
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            continue
+        if meta.get("gt") is not None and not v > meta["gt"]:
+            raise ConfigError(f"{key}: must be > {meta['gt']}, got {v}")
+        if meta.get("ge") is not None and not v >= meta["ge"]:
+            raise ConfigError(f"{key}: must be >= {meta['ge']}, got {v}")
+        if meta.get("le") is not None and not v <= meta["le"]:
+            raise ConfigError(f"{key}: must be <= {meta['le']}, got {v}")
+
+
+def build(cls: type, data: Any, prefix: str, extra: Mapping[str, Any] | None = None) -> Any:
+    """Build dataclass ``cls`` from mapping ``data``; errors name ``prefix.key``.
+
+    ``extra`` supplies fields that are not read from ``data`` (for example an experiment's name).
+    """
+    if data is None:
+        data = {}
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"{prefix}: expected a mapping, got {data!r}")
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls) if not (extra and f.name in extra)}
+    unknown = sorted(set(data) - set(fields))
+    if unknown:
+        raise ConfigError(f"{prefix}.{unknown[0]}: unknown key; allowed: {', '.join(fields)}")
+    kwargs: dict[str, Any] = dict(extra or {})
+    for name, f in fields.items():
+        key = f"{prefix}.{name}"
+        if name not in data:
+            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+                raise ConfigError(f"{key}: missing required key")
+            continue
+        value = _coerce(data[name], hints[name], key)
+        _check_range(value, f.metadata, key)
+        kwargs[name] = value
+    return cls(**kwargs)
+
+
+def _validate_benchmark(exp: ExperimentConfig, key: str) -> None:
+    if exp.benchmark in BENCHMARKS:
+        return
+    from metaworld.env_dict import ALL_V3_ENVIRONMENTS  # imported lazily: it loads MuJoCo
+
+    if exp.benchmark not in ALL_V3_ENVIRONMENTS:
+        raise ConfigError(f"{key}.benchmark: unknown benchmark {exp.benchmark!r}; allowed: "
+                          "mt10, mt50 or a Meta-World v3 task name such as reach-v3")
+
+
+def parse_params(raw: Any) -> Params:
+    """Validate the whole params mapping (as loaded from YAML) into :class:`Params`."""
+    if not isinstance(raw, Mapping):
+        raise ConfigError("params.yaml: expected a mapping at the top level")
+    top = {f.name for f in dataclasses.fields(Params)}
+    unknown = sorted(set(raw) - top)
+    if unknown:
+        raise ConfigError(f"{unknown[0]}: unknown key; allowed: {', '.join(sorted(top))}")
+    for required in ("env", "sac", "train", "experiments", "runs", "seeds"):
+        if required not in raw:
+            raise ConfigError(f"{required}: missing required key")
+    experiments_raw = raw["experiments"]
+    if not isinstance(experiments_raw, Mapping) or not experiments_raw:
+        raise ConfigError("experiments: expected a non-empty mapping of experiment name -> settings")
+    experiments = {}
+    for name, data in experiments_raw.items():
+        exp = build(ExperimentConfig, data, f"experiments.{name}", extra={"name": str(name)})
+        _validate_benchmark(exp, f"experiments.{name}")
+        experiments[str(name)] = exp
+    runs = build(RunsConfig, raw["runs"], "runs")
+    for group, names in (("plain", runs.plain), ("ptsl", runs.ptsl)):
+        for name in names:
+            if name not in experiments:
+                raise ConfigError(f"runs.{group}: unknown experiment {name!r}; allowed: "
+                                  f"{', '.join(experiments)}")
+            is_ptsl = experiments[name].method in PTSL_METHODS
+            if is_ptsl != (group == "ptsl"):
+                want = "ptsl" if is_ptsl else "plain"
+                raise ConfigError(f"runs.{group}: experiment {name!r} belongs in runs.{want} "
+                                  "(PTSL methods read pal_dim, the others must not)")
+    fields = {f.name: f for f in dataclasses.fields(Params)}
+    seeds = _coerce(raw["seeds"], tuple[int, ...], "seeds")
+    _check_range(seeds, fields["seeds"].metadata, "seeds")
+    if not seeds:
+        raise ConfigError("seeds: expected a non-empty list of integers")
+    pal_dim = _coerce(raw.get("pal_dim", 50), int, "pal_dim")
+    _check_range(pal_dim, fields["pal_dim"].metadata, "pal_dim")
+    train = build(TrainConfig, raw["train"], "train")
+    return Params(
+        env=build(EnvConfig, raw["env"], "env"),
+        sac=build(SACConfig, raw["sac"], "sac"),
+        train=train,
+        evaluate=build(EvaluateConfig, raw.get("evaluate"), "evaluate"),
+        experiments=types.MappingProxyType(experiments),
+        runs=runs,
+        seeds=seeds,
+        pal_dim=pal_dim,
+        report=build(ReportConfig, raw.get("report"), "report"),
+    )
+
+
+def load_params(path: str | Path = "params.yaml") -> Params:
+    """Read and validate a params file; a missing or malformed file is a :class:`ConfigError`."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"{path}: params file not found")
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML ({exc})") from None
+    return parse_params(raw)
+
+
+def run_config(params: Params, experiment: str, seed: int) -> RunConfig:
+    """Resolve the config of one training stage."""
+    if experiment not in params.experiments:
+        raise ConfigError(f"--exp: unknown experiment {experiment!r}; allowed: "
+                          f"{', '.join(params.experiments)}")
+    exp = params.experiments[experiment]
+    if exp.method in PTSL_METHODS and exp.pal_dim is None:
+        exp = dataclasses.replace(exp, pal_dim=params.pal_dim)
+    return RunConfig(name=experiment, seed=seed, experiment=exp,
+                     env=params.env, sac=params.sac, train=params.train)

@@ -1,0 +1,219 @@
+"""Meta-World multi-task vector environment under the reference protocol (reference doc 1.1).
+
+One sub-environment per task, each with its own goal (fixed for the run and drawn from the seed,
+or resampled at every reset), episodes cut at ``episode_length`` steps, rewards divided by a
+running standard deviation like mtenv's ``NormalizedEnvWrapper``, and the task index delivered
+with every observation. Sub-environments step in this process (``sync``) or in worker processes
+(``async``) through gymnasium's vector environments.
+"""
+
+from __future__ import annotations
+
+import functools
+import pickle
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from .config import EnvConfig
+
+
+@dataclass(frozen=True)
+class TaskSet:
+    """The tasks of a benchmark: names in benchmark order and each one's Meta-World goals."""
+
+    benchmark: str
+    names: tuple[str, ...]
+    goals: tuple[tuple[Any, ...], ...]  # per task: the benchmark's list of metaworld.Task
+
+    @property
+    def num_tasks(self) -> int:
+        return len(self.names)
+
+
+def load_tasks(benchmark: str, seed: int, cache_dir: Path | None = None) -> TaskSet:
+    """Build (or read from ``cache_dir``) the goal lists of ``benchmark`` for ``seed``.
+
+    ``metaworld.MT50()`` spends about 20 s generating goals; they are a pure function of the
+    Meta-World version, the benchmark and the seed, so they are cached on disk.
+    """
+    import metaworld
+
+    cache = None
+    if cache_dir is not None:
+        version = getattr(metaworld, "__version__", None) or _package_version("metaworld")
+        cache = Path(cache_dir) / f"{benchmark}-seed{seed}-mw{version}.pkl"
+        if cache.is_file():
+            return pickle.loads(cache.read_bytes())
+    if benchmark == "mt10":
+        bench = metaworld.MT10(seed=seed)
+    elif benchmark == "mt50":
+        bench = metaworld.MT50(seed=seed)
+    else:
+        bench = metaworld.MT1(benchmark, seed=seed)
+    names = tuple(bench.train_classes)
+    goals = tuple(tuple(t for t in bench.train_tasks if t.env_name == n) for n in names)
+    tasks = TaskSet(benchmark=benchmark, names=names, goals=goals)
+    if cache is not None:
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        tmp = cache.with_suffix(".tmp")
+        tmp.write_bytes(pickle.dumps(tasks))
+        tmp.replace(cache)
+    return tasks
+
+
+def _package_version(name: str) -> str:
+    from importlib.metadata import version
+
+    return version(name)
+
+
+class RewardNormalizer:
+    """Exponential moving estimate of the reward variance; rewards are divided by its root.
+
+    As mtenv/garage ``NormalizedEnvWrapper``: mean and variance start at 0 and 1, both update with
+    ``alpha`` once per step, and the mean is tracked but not subtracted. (Meta-World 3's own
+    ``NormalizeRewardsExponential`` updates twice per step, so it is not used.)
+    """
+
+    def __init__(self, alpha: float) -> None:
+        self.alpha = alpha
+        self.mean = 0.0
+        self.var = 1.0
+
+    def __call__(self, reward: float) -> float:
+        self.mean = (1 - self.alpha) * self.mean + self.alpha * reward
+        self.var = (1 - self.alpha) * self.var + self.alpha * (reward - self.mean) ** 2
+        return reward / (np.sqrt(self.var) + 1e-8)
+
+
+class MetaWorldTaskEnv(gym.Env):
+    """One Meta-World task under the project's protocol (a gymnasium env, picklable factory)."""
+
+    metadata: dict[str, Any] = {"render_modes": []}
+
+    def __init__(self, name: str, goals: tuple, env_cfg: EnvConfig, seed: int,
+                 normalize: bool) -> None:
+        from metaworld.env_dict import ALL_V3_ENVIRONMENTS
+
+        self._env = ALL_V3_ENVIRONMENTS[name](reward_function_version=env_cfg.reward_version)
+        self._env.seed(seed)
+        # Episodes are cut here; Meta-World refuses to step past its own max_path_length.
+        self._env.max_path_length = env_cfg.episode_length
+        self._goals = goals
+        self._resample = env_cfg.goals == "resample"
+        self._rng = np.random.default_rng(seed)
+        self._episode_length = env_cfg.episode_length
+        self._normalizer = RewardNormalizer(env_cfg.reward_alpha) if normalize else None
+        self._t = 0
+        self.goal_index = int(self._rng.integers(len(goals)))
+        self._env.set_task(goals[self.goal_index])
+        self.observation_space = gym.spaces.Box(-np.inf, np.inf, self._env.observation_space.shape,
+                                                np.float32)
+        self.action_space = self._env.action_space
+
+    # State that a resume must restore (read and written through the vector env's attributes).
+    @property
+    def protocol_state(self) -> dict[str, Any]:
+        norm = self._normalizer
+        return {"rng": self._rng.bit_generator.state, "goal_index": self.goal_index,
+                "reward_mean": norm.mean if norm else 0.0, "reward_var": norm.var if norm else 1.0}
+
+    @protocol_state.setter
+    def protocol_state(self, state: dict[str, Any]) -> None:
+        self._rng.bit_generator.state = state["rng"]
+        self.goal_index = state["goal_index"]
+        self._env.set_task(self._goals[self.goal_index])
+        if self._normalizer is not None:
+            self._normalizer.mean = state["reward_mean"]
+            self._normalizer.var = state["reward_var"]
+
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        if self._resample:
+            self.goal_index = int(self._rng.integers(len(self._goals)))
+            self._env.set_task(self._goals[self.goal_index])
+        self._t = 0
+        obs, info = self._env.reset()
+        return obs.astype(np.float32), info
+
+    def step(self, action):
+        obs, reward, terminated, _truncated, info = self._env.step(action)
+        self._t += 1
+        info = {"success": float(info["success"]), "raw_reward": float(reward)}
+        if self._normalizer is not None:
+            reward = self._normalizer(float(reward))
+        truncated = self._t >= self._episode_length
+        return obs.astype(np.float32), float(reward), bool(terminated), truncated, info
+
+    def close(self) -> None:
+        self._env.close()
+
+
+@dataclass
+class StepResult:
+    """One vector step: arrays with one row per task."""
+
+    obs: np.ndarray
+    reward: np.ndarray
+    terminated: np.ndarray
+    truncated: bool
+    success: np.ndarray
+    raw_reward: np.ndarray
+
+
+class MultiTaskVecEnv:
+    """All tasks of a benchmark stepped together; row ``i`` is task ``i`` (``task_ids``).
+
+    Sub-environments run in lock-step, so every episode ends for all tasks at the same step and
+    the caller resets them together (gymnasium's autoreset is disabled).
+    """
+
+    def __init__(self, tasks: TaskSet, env_cfg: EnvConfig, seed: int, *,
+                 normalize_reward: bool | None = None, vector: str | None = None) -> None:
+        normalize = env_cfg.normalize_reward if normalize_reward is None else normalize_reward
+        fns = [functools.partial(MetaWorldTaskEnv, name, tasks.goals[i], env_cfg,
+                                 seed * 1000 + i, normalize)
+               for i, name in enumerate(tasks.names)]
+        mode = vector or env_cfg.vector
+        kwargs = {"autoreset_mode": gym.vector.AutoresetMode.DISABLED}
+        if mode == "async":
+            self._vec = gym.vector.AsyncVectorEnv(fns, context="spawn", **kwargs)
+        else:
+            self._vec = gym.vector.SyncVectorEnv(fns, **kwargs)
+        self.tasks = tasks
+        self.num_tasks = tasks.num_tasks
+        self.task_ids = np.arange(self.num_tasks, dtype=np.int64)
+        self.obs_dim = int(self._vec.single_observation_space.shape[0])
+        self.action_dim = int(self._vec.single_action_space.shape[0])
+        self.action_low = self._vec.single_action_space.low
+        self.action_high = self._vec.single_action_space.high
+        self.episode_length = env_cfg.episode_length
+
+    def reset(self) -> np.ndarray:
+        obs, _ = self._vec.reset()
+        return obs
+
+    def step(self, actions: np.ndarray) -> StepResult:
+        obs, reward, terminated, truncated, info = self._vec.step(actions)
+        return StepResult(obs=obs, reward=reward.astype(np.float32), terminated=terminated,
+                          truncated=bool(truncated.all()),
+                          success=np.asarray(info["success"], dtype=np.float32),
+                          raw_reward=np.asarray(info["raw_reward"], dtype=np.float32))
+
+    def sample_actions(self, rng: np.random.Generator) -> np.ndarray:
+        """Uniform random actions for every task, drawn from ``rng``."""
+        return rng.uniform(self.action_low, self.action_high,
+                           size=(self.num_tasks, self.action_dim)).astype(np.float32)
+
+    def get_state(self) -> list[dict[str, Any]]:
+        """Per-task protocol state (goal rng, normaliser statistics) for resume."""
+        return list(self._vec.get_attr("protocol_state"))
+
+    def set_state(self, states: list[dict[str, Any]]) -> None:
+        self._vec.set_attr("protocol_state", states)
+
+    def close(self) -> None:
+        self._vec.close()

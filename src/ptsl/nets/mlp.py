@@ -1,0 +1,61 @@
+"""Plain MLP trunk and the reference initialisation rule (mtrl ``build_mlp``, ``weight_init``)."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+
+def build_mlp(in_dim: int, hidden_dim: int, out_dim: int, num_layers: int) -> nn.Sequential:
+    """``num_layers`` hidden layers of ``hidden_dim`` with ReLU, then a linear output.
+
+    As mtrl's ``build_mlp``: ``num_layers`` counts hidden layers, so there are
+    ``num_layers + 1`` Linear layers; ``num_layers == 0`` is a single Linear.
+    """
+    if num_layers == 0:
+        return nn.Sequential(nn.Linear(in_dim, out_dim))
+    layers: list[nn.Module] = [nn.Linear(in_dim, hidden_dim), nn.ReLU()]
+    for _ in range(num_layers - 1):
+        layers += [nn.Linear(hidden_dim, hidden_dim), nn.ReLU()]
+    layers.append(nn.Linear(hidden_dim, out_dim))
+    return nn.Sequential(*layers)
+
+
+def weight_init(module: nn.Module, generator: torch.Generator | None = None) -> None:
+    """Reference init (PTSL ``mtrl/agent/utils.py``): Linear with bias -> Xavier-uniform weight,
+    zero bias; Linear without bias -> all-zero weight (PTSL's projections start at zero)."""
+    for m in module.modules():
+        if isinstance(m, nn.Linear):
+            if m.bias is not None:
+                nn.init.xavier_uniform_(m.weight, generator=generator)
+                nn.init.zeros_(m.bias)
+            else:
+                nn.init.zeros_(m.weight)
+
+
+class MLPTrunk(nn.Module):
+    """Task-agnostic MLP trunk (MT-SAC, CARE)."""
+
+    def __init__(self, in_dim: int, hidden_dim: int, out_dim: int, num_layers: int) -> None:
+        super().__init__()
+        self.net = build_mlp(in_dim, hidden_dim, out_dim, num_layers)
+
+    def forward(self, x: torch.Tensor, task: torch.Tensor | None = None,
+                task_encoding: torch.Tensor | None = None) -> torch.Tensor:
+        return self.net(x)
+
+
+class IdentityEncoder(nn.Module):
+    """The raw observation, optionally followed by a task one-hot (garage's MT-SAC variant)."""
+
+    def __init__(self, obs_dim: int, num_tasks: int, onehot: bool = False) -> None:
+        super().__init__()
+        self.num_tasks = num_tasks
+        self.onehot = onehot
+        self.feature_dim = obs_dim + (num_tasks if onehot else 0)
+
+    def forward(self, obs: torch.Tensor, task: torch.Tensor,
+                task_encoding: torch.Tensor | None = None) -> torch.Tensor:
+        if not self.onehot:
+            return obs
+        return torch.cat([obs, nn.functional.one_hot(task, self.num_tasks).to(obs.dtype)], dim=-1)

@@ -1,0 +1,17 @@
+"""Where the pipeline reads and writes, relative to the project root (the stage's cwd)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+RUNS = Path("data/runs")          # train outputs: <exp>-<seed>/{model.pt,curve.csv,summary.json}
+EVALS = Path("data/eval")         # evaluate outputs: <exp>-<seed>.json
+REPORTS = Path("reports")
+SCRATCH = Path(".scratch")        # ignored: resume checkpoints and the Meta-World task cache
+RESUME = SCRATCH / "resume"
+TASK_CACHE = SCRATCH / "tasks"
+
+
+def run_id(experiment: str, seed: int) -> str:
+    """``mt10_mtsac-1``: the run name used by DVC stages, folders and MLflow runs alike."""
+    return f"{experiment}-{seed}"

@@ -1,0 +1,200 @@
+"""The training loop: collect, update, evaluate periodically, checkpoint for resume.
+
+Order of operations per vector step follows the reference (doc 1.3): evaluate when due; act
+(uniform random for the first ``init_steps`` vector steps, then a stochastic policy sample); from
+``init_steps`` on update (``init_steps`` updates at once, then one per vector step); step every
+task; store one transition per task. Deliberate difference: the time-limit transition stores the
+true next observation with ``not_done = 1`` (the reference stores the next episode's reset
+observation there); then all tasks are reset.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import pandas as pd
+import torch
+from tqdm import tqdm
+
+from .agent import MultiTaskSAC
+from .buffer import ReplayBuffer
+from .config import RunConfig
+from .envs import MultiTaskVecEnv, load_tasks
+from .evaluate import evaluate
+from .methods import Shapes, build_agent
+from .tracking import NullTracker, Tracker
+
+
+@dataclass(frozen=True)
+class TrainResult:
+    """What a finished run produced."""
+
+    agent: MultiTaskSAC
+    curve: pd.DataFrame  # one row per evaluation: step, success, return, success/<task>...
+    parameter_count: int
+    wall_seconds: float
+    resumed_from: int
+
+
+def resolve_device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError("train.device is 'cuda' but torch sees no CUDA device; use auto or cpu")
+    return torch.device(name)
+
+
+def _eval_row(step: int, agent: MultiTaskSAC, env: MultiTaskVecEnv, episodes: int,
+              transitions: int) -> dict[str, float]:
+    res = evaluate(agent, env, episodes)
+    row: dict[str, float] = {"step": step, "env_steps": transitions,
+                             "success": res.mean_success, "return": res.mean_return}
+    for name, s in zip(env.tasks.names, res.success):
+        row[f"success/{name}"] = float(s)
+    return row
+
+
+class _ScratchCheckpoint:
+    """Resume state in an ignored scratch folder, keyed by the run's resolved config."""
+
+    def __init__(self, scratch_dir: Path | None, cfg: RunConfig) -> None:
+        self.path = None if scratch_dir is None else Path(scratch_dir) / f"{cfg.name}-{cfg.seed}-{cfg.key()}.pt"
+
+    def load(self) -> dict[str, Any] | None:
+        if self.path is None or not self.path.is_file():
+            return None
+        return torch.load(self.path, map_location="cpu", weights_only=False)
+
+    def save(self, state: dict[str, Any]) -> None:
+        if self.path is None:
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        torch.save(state, tmp)
+        tmp.replace(self.path)
+
+    def remove(self) -> None:
+        if self.path is not None and self.path.exists():
+            self.path.unlink()
+
+
+def train(cfg: RunConfig, *, scratch_dir: Path | None = None, task_cache: Path | None = None,
+          tracker: Tracker | None = None, progress: bool = True,
+          on_eval: Callable[[dict[str, float]], None] | None = None) -> TrainResult:
+    """Train one (experiment, seed) run to ``cfg.train.steps`` vector steps.
+
+    If a scratch checkpoint for this exact config exists (an interrupted earlier attempt), the
+    run resumes from it. Raises :class:`ptsl.agent.TrainingDiverged` on a loss blow-up.
+    """
+    tracker = tracker or NullTracker()
+    t0 = time.perf_counter()
+    tc, sac = cfg.train, cfg.sac
+    if tc.torch_threads:
+        torch.set_num_threads(tc.torch_threads)
+    device = resolve_device(tc.device)
+    tasks = load_tasks(cfg.experiment.benchmark, cfg.seed, task_cache)
+    env = MultiTaskVecEnv(tasks, cfg.env, cfg.seed)
+    # A separate evaluation env with the same goals (upstream mtrl; PTSL's HEAD reuses the
+    # training env, reference quirk Q1). Its rewards are reported raw.
+    eval_env = MultiTaskVecEnv(tasks, cfg.env, cfg.seed, normalize_reward=False, vector="sync")
+    shapes = Shapes(env.obs_dim, env.action_dim, env.num_tasks)
+    agent = build_agent(cfg, shapes, tasks.names, device=device)
+    buffer = ReplayBuffer(sac.buffer_capacity, env.obs_dim, env.action_dim)
+    rng = np.random.default_rng(cfg.seed)
+    checkpoint = _ScratchCheckpoint(scratch_dir, cfg)
+    curve: list[dict[str, float]] = []
+    start = 0
+    state = checkpoint.load()
+    if state is not None:
+        agent.load_training_state(state["agent"])
+        buffer.load_state_dict(state["buffer"])
+        rng.bit_generator.state = state["rng"]
+        env.set_state(state["env"])
+        curve = state["curve"]
+        start = state["step"]
+    last_checkpoint = start
+    obs = env.reset()
+    losses: dict[str, list[float]] = {}
+    bar = tqdm(total=tc.steps, initial=start, disable=not progress, unit="step",
+               desc=f"{cfg.name}-{cfg.seed}", mininterval=2.0, dynamic_ncols=True)
+    try:
+        for step in range(start, tc.steps):
+            if step % tc.eval_every == 0 and not (curve and curve[-1]["step"] == step):
+                row = _eval_row(step, agent, eval_env, tc.eval_episodes, step * env.num_tasks)
+                curve.append(row)
+                tracker.log_metrics({f"eval/{k}": v for k, v in row.items() if k != "step"}, step)
+                bar.set_postfix(success=f"{row['success']:.2f}")
+                if on_eval:
+                    on_eval(row)
+            if step < sac.init_steps:
+                action = env.sample_actions(rng)
+            else:
+                action = agent.act(obs, env.task_ids, deterministic=False)
+                n_updates = sac.init_steps if step == sac.init_steps else 1
+                for _ in range(n_updates):
+                    out = agent.update(buffer.sample(sac.batch_size, rng, device), step)
+                    for k, v in out.items():
+                        losses.setdefault(k, []).append(v)
+            res = env.step(action)
+            buffer.add(obs, action, res.reward, res.obs, 1.0 - res.terminated, env.task_ids)
+            obs = res.obs
+            bar.update(1)
+            done = step + 1
+            if res.truncated:
+                obs = env.reset()
+                if losses:
+                    tracker.log_metrics({f"train/{k}": float(np.mean(v)) for k, v in losses.items()},
+                                        done)
+                    losses = {}
+                if done - last_checkpoint >= tc.checkpoint_every and done < tc.steps:
+                    checkpoint.save({"step": done, "agent": agent.training_state(),
+                                     "buffer": buffer.state_dict(), "rng": rng.bit_generator.state,
+                                     "env": env.get_state(), "curve": curve})
+                    last_checkpoint = done
+        if not (curve and curve[-1]["step"] == tc.steps):
+            row = _eval_row(tc.steps, agent, eval_env, tc.eval_episodes, tc.steps * env.num_tasks)
+            curve.append(row)
+            tracker.log_metrics({f"eval/{k}": v for k, v in row.items() if k != "step"}, tc.steps)
+            if on_eval:
+                on_eval(row)
+    finally:
+        bar.close()
+        env.close()
+        eval_env.close()
+        tracker.flush()
+    checkpoint.remove()
+    return TrainResult(agent=agent, curve=pd.DataFrame(curve),
+                       parameter_count=agent.parameter_count(),
+                       wall_seconds=time.perf_counter() - t0, resumed_from=start)
+
+
+def write_run_outputs(result: TrainResult, out_dir: Path, extra: dict[str, Any]) -> None:
+    """Write model.pt, curve.csv and summary.json into ``out_dir`` atomically.
+
+    Everything goes to a temp sibling folder first, which is renamed into place at the end, so an
+    interrupted stage never leaves a half-written output.
+    """
+    import json
+
+    out_dir = Path(out_dir)
+    tmp = out_dir.with_name(f".{out_dir.name}.tmp")
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.mkdir(parents=True)
+    result.agent.save(tmp / "model.pt")
+    result.curve.to_csv(tmp / "curve.csv", index=False)
+    final = result.curve.iloc[-1]
+    summary = {"final_step": int(final["step"]), "final_success": float(final["success"]),
+               "parameter_count": result.parameter_count,
+               "wall_seconds": round(result.wall_seconds, 2), "resumed_from": result.resumed_from,
+               **extra}
+    (tmp / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    if out_dir.exists():
+        shutil.rmtree(out_dir)
+    os.replace(tmp, out_dir)
