@@ -28,7 +28,7 @@ test-slow: install
 	pytest -q -m slow
 
 learning-check: install
-	python scripts/learning_check.py
+	python -m ptsl.learning_check
 
 ui: install
 	mlflow ui --backend-store-uri "$${MLFLOW_TRACKING_URI:-sqlite:///$(CURDIR)/mlflow.db}"

@@ -261,6 +261,24 @@ def _validate_benchmark(exp: ExperimentConfig, key: str) -> None:
                           "mt10, mt50 or a Meta-World v3 task name such as reach-v3")
 
 
+def _validate_method_options(exp: ExperimentConfig, key: str) -> None:
+    """Options that only some methods read must not be set silently on the others."""
+    if exp.task_onehot and exp.method != "mtsac":
+        raise ConfigError(f"{key}.task_onehot: only method mtsac reads it; allowed for "
+                          f"{exp.method}: false")
+    if exp.method == "sac_ptsl" and exp.residual_mode != "none":
+        # The identity-encoder variant skips its first down-projection, so the low-rank inputs
+        # of consecutive layers differ in size (reference doc 5.4).
+        raise ConfigError(f"{key}.residual_mode: {exp.residual_mode!r} needs a down-projection in "
+                          "every layer, which sac_ptsl does not have; allowed for sac_ptsl: none")
+    if exp.method not in PTSL_METHODS:
+        for name, default in (("pal_dim", None), ("shared_projection", True),
+                              ("residual_mode", "none")):
+            if getattr(exp, name) != default:
+                raise ConfigError(f"{key}.{name}: only PTSL methods ({', '.join(PTSL_METHODS)}) "
+                                  f"read it; remove it from {exp.method} experiments")
+
+
 def parse_params(raw: Any) -> Params:
     """Validate the whole params mapping (as loaded from YAML) into :class:`Params`."""
     if not isinstance(raw, Mapping):
@@ -279,6 +297,7 @@ def parse_params(raw: Any) -> Params:
     for name, data in experiments_raw.items():
         exp = build(ExperimentConfig, data, f"experiments.{name}", extra={"name": str(name)})
         _validate_benchmark(exp, f"experiments.{name}")
+        _validate_method_options(exp, f"experiments.{name}")
         experiments[str(name)] = exp
     runs = build(RunsConfig, raw["runs"], "runs")
     for group, names in (("plain", runs.plain), ("ptsl", runs.ptsl)):

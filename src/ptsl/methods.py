@@ -10,11 +10,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
+import numpy as np
 import torch
+from torch import nn
 
 from .agent import Actor, Critic, MultiTaskSAC, Networks, SACHyper
 from .config import ExperimentConfig, RunConfig, SACConfig
+from .nets.care import CAREEncoder
 from .nets.mlp import IdentityEncoder, MLPTrunk, weight_init
+from .nets.pal import FeedForwardPAL, init_pal_layers
+from .nets.soft_modularization import (FeedForwardEncoder, ObsActionProjection,
+                                       SoftModularizedMLP, init_expert_layers)
+from .nets.task_encoder import PRETRAINED_TABLE_KEY, TaskEncoder, load_task_embeddings
 
 
 @dataclass(frozen=True)
@@ -46,21 +53,170 @@ def _mtsac(exp: ExperimentConfig, sac: SACConfig, shapes: Shapes,
     return Networks(actor=actor, critic=critic, actor_params=list(actor.trunk.parameters()))
 
 
-BUILDERS: dict[str, Callable[..., Networks]] = {"mtsac": _mtsac}
+def _reference_init(module: nn.Module, generator: torch.Generator) -> None:
+    """mtrl/PTSL ``weight_init`` over a whole actor or critic: Xavier Linear with bias, zero
+    bias-free Linear (PTSL projections), Xavier per expert, standard-normal PAL task layers."""
+    weight_init(module, generator)
+    init_expert_layers(module, generator)
+    init_pal_layers(module, generator)
+
+
+def _softmod(exp: ExperimentConfig, sac: SACConfig, shapes: Shapes,
+             generator: torch.Generator) -> Networks:
+    """Soft Modularization as the mtrl README command builds it (reference doc 3).
+
+    Reference quirk Q7: the trunk depth is hard-coded to 2 layers, ``exp.num_layers`` is ignored.
+    The task encoding routes the trunks and is not concatenated to the features.
+    """
+    task_encoder = TaskEncoder.learned(shapes.num_tasks, generator)
+    # Actor and critic encoders are tied (mtrl should_tie_encoders): one module, and only the
+    # critic optimiser trains it (actor_params below hold the actor trunk only).
+    encoder = FeedForwardEncoder(shapes.obs_dim)
+    feat = encoder.feature_dim
+
+    def trunk(out_dim: int) -> SoftModularizedMLP:
+        return SoftModularizedMLP(exp.num_experts, feat, out_dim, exp.hidden_dim, num_layers=2)
+
+    def q() -> ObsActionProjection:
+        return ObsActionProjection(feat + shapes.action_dim, feat, trunk(1))
+
+    actor = Actor(encoder, trunk(2 * shapes.action_dim), concat_task_encoding=False,
+                  log_std_min=sac.log_std_min, log_std_max=sac.log_std_max)
+    critic = Critic(encoder, q(), q(), concat_task_encoding=False)
+    _reference_init(critic, generator)
+    _reference_init(actor.trunk, generator)  # the tied encoder is initialised once, above
+    return Networks(actor=actor, critic=critic, task_encoder=task_encoder,
+                    actor_params=list(actor.trunk.parameters()))
+
+
+def _care_encoders(exp: ExperimentConfig, shapes: Shapes,
+                   task_embeddings: np.ndarray | torch.Tensor, generator: torch.Generator
+                   ) -> tuple[TaskEncoder, CAREEncoder, CAREEncoder]:
+    """Task encoder on the frozen embeddings, and the critic and actor mixture encoders.
+
+    Reference quirk Q8: the actor's experts are the critic's (tied Parameter objects, trained by
+    the critic loss), but its attention gate is its own and no optimiser ever steps it.
+    """
+    table = torch.as_tensor(np.asarray(task_embeddings), dtype=torch.float32)
+    if table.ndim != 2 or table.shape[0] != shapes.num_tasks:
+        raise ValueError(f"task embeddings must have shape ({shapes.num_tasks}, D), "
+                         f"got {tuple(table.shape)}")
+    task_encoder = TaskEncoder.pretrained(table, generator)
+    critic_enc = CAREEncoder(shapes.obs_dim, exp.num_experts, task_encoder.out_dim)
+    actor_enc = CAREEncoder(shapes.obs_dim, exp.num_experts, task_encoder.out_dim,
+                            experts=critic_enc.experts)
+    _reference_init(critic_enc, generator)
+    _reference_init(actor_enc.gate, generator)
+    return task_encoder, critic_enc, actor_enc
+
+
+def _care_like(exp: ExperimentConfig, sac: SACConfig, shapes: Shapes, generator: torch.Generator,
+               task_embeddings: np.ndarray | torch.Tensor,
+               make_trunk: Callable[[int, int], nn.Module]) -> Networks:
+    """CARE encoders + ``make_trunk(in_dim, out_dim)`` trunks; input = concat(z_enc, task enc)."""
+    task_encoder, critic_enc, actor_enc = _care_encoders(exp, shapes, task_embeddings, generator)
+    feat = critic_enc.feature_dim + task_encoder.out_dim
+    actor = Actor(actor_enc, make_trunk(feat, 2 * shapes.action_dim), concat_task_encoding=True,
+                  log_std_min=sac.log_std_min, log_std_max=sac.log_std_max)
+    q_in = feat + shapes.action_dim
+    critic = Critic(critic_enc, make_trunk(q_in, 1), make_trunk(q_in, 1), concat_task_encoding=True)
+    _reference_init(actor.trunk, generator)
+    _reference_init(critic.q1, generator)
+    _reference_init(critic.q2, generator)
+    # Optimiser membership (reference doc 4.3): actor optimiser = actor trunk only; the critic
+    # optimiser gets all critic parameters (experts, critic gate, Q's); the task encoder has its
+    # own optimiser and, because the actor sees a detached encoding, only the critic loss trains it.
+    return Networks(actor=actor, critic=critic, task_encoder=task_encoder,
+                    actor_params=list(actor.trunk.parameters()))
+
+
+def _pal_dim(exp: ExperimentConfig) -> int:
+    if exp.pal_dim is None:
+        raise ValueError(f"experiment {exp.name or exp.method!r}: pal_dim is unset; resolve it "
+                         "with ptsl.config.run_config (it fills in the top-level pal_dim)")
+    return exp.pal_dim
+
+
+def _pal_trunk(exp: ExperimentConfig, shapes: Shapes) -> Callable[[int, int], FeedForwardPAL]:
+    pal_dim = _pal_dim(exp)
+
+    def make(in_dim: int, out_dim: int) -> FeedForwardPAL:
+        return FeedForwardPAL(in_dim, exp.hidden_dim, out_dim, exp.num_layers, pal_dim,
+                              shapes.num_tasks, shared_projection=exp.shared_projection,
+                              residual_mode=exp.residual_mode)
+    return make
+
+
+def _care(exp: ExperimentConfig, sac: SACConfig, shapes: Shapes, generator: torch.Generator,
+          task_embeddings: np.ndarray | torch.Tensor) -> Networks:
+    """CARE (reference doc 4): mixture-of-encoders + plain MLP trunks (hidden_dim, num_layers)."""
+
+    def make(in_dim: int, out_dim: int) -> MLPTrunk:
+        return MLPTrunk(in_dim, exp.hidden_dim, out_dim, exp.num_layers)
+    return _care_like(exp, sac, shapes, generator, task_embeddings, make)
+
+
+def _care_ptsl(exp: ExperimentConfig, sac: SACConfig, shapes: Shapes, generator: torch.Generator,
+               task_embeddings: np.ndarray | torch.Tensor) -> Networks:
+    """CARE+PTSL (reference doc 5.1): CARE's encoders, PAL trunks for the actor and every Q."""
+    return _care_like(exp, sac, shapes, generator, task_embeddings, _pal_trunk(exp, shapes))
+
+
+def _sac_ptsl(exp: ExperimentConfig, sac: SACConfig, shapes: Shapes,
+              generator: torch.Generator) -> Networks:
+    """MT-SAC+PTSL: identity encoder, no task encoder, PAL trunks; the task index reaches the
+    networks only through the PAL task layers."""
+    make = _pal_trunk(exp, shapes)
+    feat = shapes.obs_dim
+    actor = Actor(IdentityEncoder(feat, shapes.num_tasks), make(feat, 2 * shapes.action_dim),
+                  concat_task_encoding=False, log_std_min=sac.log_std_min,
+                  log_std_max=sac.log_std_max)
+    q_in = feat + shapes.action_dim
+    critic = Critic(IdentityEncoder(feat, shapes.num_tasks), make(q_in, 1), make(q_in, 1),
+                    concat_task_encoding=False)
+    _reference_init(actor, generator)
+    _reference_init(critic, generator)
+    return Networks(actor=actor, critic=critic, actor_params=list(actor.trunk.parameters()))
+
+
+BUILDERS: dict[str, Callable[..., Networks]] = {
+    "mtsac": _mtsac, "softmod": _softmod, "care": _care, "care_ptsl": _care_ptsl,
+    "sac_ptsl": _sac_ptsl,
+}
+#: Methods whose builder takes the pretrained task-description table (CARE's task encoder).
+EMBEDDING_METHODS = frozenset({"care", "care_ptsl"})
 
 
 def build_networks(exp: ExperimentConfig, sac: SACConfig, shapes: Shapes,
-                   generator: torch.Generator) -> Networks:
-    """Networks of ``exp.method`` for ``shapes``."""
+                   generator: torch.Generator,
+                   task_embeddings: np.ndarray | torch.Tensor | None = None) -> Networks:
+    """Networks of ``exp.method`` for ``shapes``.
+
+    ``task_embeddings`` ((num_tasks, 768), in task order) is required by the CARE methods and
+    ignored by the others. A zero table of the right shape is fine when the weights are then
+    loaded from a state dict, which restores the table.
+    """
+    if exp.method in EMBEDDING_METHODS:
+        if task_embeddings is None:
+            raise ValueError(f"method {exp.method!r} needs task_embeddings (see "
+                             "ptsl.nets.task_encoder.load_task_embeddings)")
+        return BUILDERS[exp.method](exp, sac, shapes, generator, task_embeddings=task_embeddings)
     return BUILDERS[exp.method](exp, sac, shapes, generator)
 
 
 def build_agent(cfg: RunConfig, shapes: Shapes, task_names: tuple[str, ...],
-                device: torch.device | str = "cpu", seed: int | None = None) -> MultiTaskSAC:
-    """The agent of one run, on ``device``, initialised from ``seed`` (default: the run's seed)."""
+                device: torch.device | str = "cpu", seed: int | None = None,
+                task_embeddings: np.ndarray | torch.Tensor | None = None) -> MultiTaskSAC:
+    """The agent of one run, on ``device``, initialised from ``seed`` (default: the run's seed).
+
+    CARE methods read the task-description embeddings of ``task_names`` from
+    ``data/task_embeddings/metaworld-mt50.json`` unless ``task_embeddings`` is given.
+    """
     device = torch.device(device)
+    if cfg.experiment.method in EMBEDDING_METHODS and task_embeddings is None:
+        task_embeddings = load_task_embeddings(task_names)
     init_gen = torch.Generator().manual_seed(cfg.seed if seed is None else seed)
-    nets = build_networks(cfg.experiment, cfg.sac, shapes, init_gen)
+    nets = build_networks(cfg.experiment, cfg.sac, shapes, init_gen, task_embeddings)
     sample_gen = torch.Generator(device=device).manual_seed((cfg.seed if seed is None else seed) + 1)
     s = cfg.sac
     hp = SACHyper(discount=s.discount, init_temperature=s.init_temperature, actor_lr=s.actor_lr,
@@ -87,6 +243,9 @@ def load_agent(path: str, device: torch.device | str = "cpu") -> MultiTaskSAC:
     meta = blob["meta"]
     cfg = RunConfig.from_dict(meta["config"])
     shapes = Shapes(meta["obs_dim"], meta["action_dim"], len(meta["task_names"]))
-    agent = build_agent(cfg, shapes, tuple(meta["task_names"]), device=device)
+    # The checkpoint carries CARE's frozen embedding table, so no embeddings file is needed here.
+    table = blob["model"].get(f"task_encoder.{PRETRAINED_TABLE_KEY}")
+    agent = build_agent(cfg, shapes, tuple(meta["task_names"]), device=device,
+                        task_embeddings=None if table is None else table.cpu())
     agent.load_state_dict(blob["model"])
     return agent

@@ -75,7 +75,8 @@ class CAREEncoder(nn.Module):
                  experts: ExpertEncoders | None = None) -> None:
         super().__init__()
         if experts is not None and experts.num_experts != num_experts:
-            raise ValueError(f"tied experts have {experts.num_experts} experts, expected {num_experts}")
+            raise ValueError(f"tied experts have {experts.num_experts} experts, "
+                             f"expected {num_experts}")
         self.experts = experts if experts is not None else ExpertEncoders(num_experts, obs_dim)
         self.gate = AttentionGate(task_dim, num_experts)
         self.feature_dim = self.experts.feature_dim
@@ -86,5 +87,5 @@ class CAREEncoder(nn.Module):
             raise ValueError("CAREEncoder needs the task encoding to weight its experts; got None")
         mask = self.gate(task_encoding).t().unsqueeze(-1)  # (E, B, 1)
         encoding = self.experts(obs)  # (E, B, F)
-        # As the reference: masked sum over experts divided by the mask sum (= 1 for soft attention).
+        # As the reference: masked sum over experts over the mask sum (= 1 for soft attention).
         return (encoding * mask).sum(dim=0) / mask.sum(dim=0)

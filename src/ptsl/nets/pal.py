@@ -8,8 +8,8 @@ bias-free down/up projections ``D``/``U`` (never per task) and a low-rank task l
 Departure from the reference's mechanics (not its maths): the reference stores the batch's task
 indices in every layer through a ``set_indices`` side channel before each forward; here the
 task index tensor is an argument of ``forward`` and ``W_t``/``c_t`` are gathered per row, so a
-mixed-task batch needs no state. (Its ``residual_forward`` also skipped the gather and assumed
-one row per task in task order; the gather is applied in every mode here.)
+mixed-task batch needs no state. The arithmetic (gather, batched matmul, residual mixing) is the
+reference's.
 """
 
 from __future__ import annotations
@@ -25,7 +25,8 @@ RESIDUAL_MODES = ("none", "sum", "linear", "project")
 def keep_down_projection(in_dim: int, pal_dim: int, num_tasks: int) -> bool:
     """Reference rule: an own down-projection is kept iff it needs no more parameters than
     letting the task layers read the ``in_dim`` input directly."""
-    return in_dim * pal_dim + num_tasks * (pal_dim + 1) * pal_dim <= num_tasks * (in_dim + 1) * pal_dim
+    with_projection = in_dim * pal_dim + num_tasks * (pal_dim + 1) * pal_dim
+    return with_projection <= num_tasks * (in_dim + 1) * pal_dim
 
 
 def keep_up_projection(out_dim: int, p_in: int, pal_dim: int, num_tasks: int) -> bool:
@@ -63,7 +64,8 @@ class ResidualMix(nn.Module):
         elif mode == "project":
             self.project = nn.Linear(3 * pal_dim, pal_dim, bias=False)
 
-    def forward(self, z: torch.Tensor, prev_raw: torch.Tensor, prev_low: torch.Tensor) -> torch.Tensor:
+    def forward(self, z: torch.Tensor, prev_raw: torch.Tensor,
+                prev_low: torch.Tensor) -> torch.Tensor:
         if self.mode == "sum":
             return z + prev_raw + prev_low
         if self.alpha is not None:

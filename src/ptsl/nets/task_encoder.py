@@ -30,7 +30,7 @@ PRETRAINED_DIM = 768
 _REPO_ROOT = Path(__file__).resolve().parents[3]
 #: Default embeddings file: the MT50 file covers every MT10/MT50 task (same vectors for MT10).
 DEFAULT_EMBEDDINGS = _REPO_ROOT / "data" / "task_embeddings" / "metaworld-mt50.json"
-#: State-dict key of the frozen table inside :class:`TaskEncoder` (used to rebuild from a checkpoint).
+#: State-dict key of the frozen table inside :class:`TaskEncoder` (to rebuild from a checkpoint).
 PRETRAINED_TABLE_KEY = "embedding.table"
 
 _VERSION_SUFFIX = re.compile(r"-v\d+$")
@@ -100,7 +100,9 @@ class PretrainedTaskEmbedding(nn.Module):
     def __init__(self, table: torch.Tensor, dim: int = TASK_ENCODING_DIM) -> None:
         super().__init__()
         if table.ndim != 2:
-            raise ValueError(f"pretrained task table must be 2-D (N, D), got shape {tuple(table.shape)}")
+            raise ValueError("pretrained task table must be 2-D (N, D), got shape "
+                             f"{tuple(table.shape)}")
+        self.table: torch.Tensor
         self.register_buffer("table", table.detach().to(torch.float32).clone())
         self.projection = nn.Sequential(nn.Linear(table.shape[1], 2 * dim), nn.ReLU(),
                                         nn.Linear(2 * dim, dim), nn.ReLU())
@@ -125,7 +127,7 @@ class TaskEncoder(nn.Module):
 
     @classmethod
     def learned(cls, num_tasks: int, generator: torch.Generator | None,
-                dim: int = TASK_ENCODING_DIM) -> "TaskEncoder":
+                dim: int = TASK_ENCODING_DIM) -> TaskEncoder:
         """Learned embedding table (Soft Modularization), initialised from ``generator``."""
         enc = cls(LearnedTaskEmbedding(num_tasks, dim), dim)
         enc.reset_parameters(generator)
@@ -133,7 +135,7 @@ class TaskEncoder(nn.Module):
 
     @classmethod
     def pretrained(cls, table: torch.Tensor | np.ndarray, generator: torch.Generator | None,
-                   dim: int = TASK_ENCODING_DIM) -> "TaskEncoder":
+                   dim: int = TASK_ENCODING_DIM) -> TaskEncoder:
         """Frozen pretrained table (CARE), initialised from ``generator``."""
         enc = cls(PretrainedTaskEmbedding(torch.as_tensor(table), dim), dim)
         enc.reset_parameters(generator)

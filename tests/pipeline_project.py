@@ -1,0 +1,64 @@
+"""Build a copy of the project with a tiny budget in a temp folder, for end-to-end runs."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .conftest import ROOT
+
+TINY_BUDGET: dict[str, Any] = {
+    "env": {"episode_length": 20},
+    "sac": {"batch_size": 32, "init_steps": 20},
+    "train": {"steps": 40, "eval_every": 20, "checkpoint_every": 20},
+}
+
+
+def make_project(dest: Path, experiments: dict[str, dict], seeds: list[int],
+                 extra: dict[str, Any] | None = None) -> Path:
+    """Copy dvc.yaml, pipeline/ and src/ to ``dest``; write a tiny params.yaml; ``dvc init``."""
+    for name in ("dvc.yaml", "pipeline", "src", "data"):
+        src = ROOT / name
+        if src.is_dir():
+            shutil.copytree(src, dest / name, ignore=shutil.ignore_patterns(
+                "__pycache__", "runs", "eval"))
+        else:
+            shutil.copy2(src, dest / name)
+    params = yaml.safe_load((ROOT / "params.yaml").read_text())
+    for section, values in TINY_BUDGET.items():
+        params[section].update(values)
+    params["experiments"] = experiments
+    from ptsl.config import PTSL_METHODS
+
+    params["runs"] = {"plain": [n for n, e in experiments.items() if e["method"] not in PTSL_METHODS],
+                      "ptsl": [n for n, e in experiments.items() if e["method"] in PTSL_METHODS]}
+    params["seeds"] = seeds
+    for key, value in (extra or {}).items():
+        params[key] = value
+    (dest / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    dvc(dest, "init", "--no-scm", "-q")
+    return dest
+
+
+def env_for(project: Path) -> dict[str, str]:
+    """Environment for stage processes: the project venv first on PATH, MLflow on, own store."""
+    env = dict(os.environ)
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    env["PTSL_TRACKING"] = "on"
+    env.pop("MLFLOW_TRACKING_URI", None)
+    return env
+
+
+def dvc(project: Path, *args: str, timeout: int = 900) -> subprocess.CompletedProcess:
+    proc = subprocess.run([str(Path(sys.executable).parent / "dvc"), *args], cwd=project,
+                          env=env_for(project), capture_output=True, text=True, timeout=timeout)
+    if proc.returncode != 0:
+        raise AssertionError(f"dvc {' '.join(args)} failed ({proc.returncode}):\n"
+                             f"{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+    return proc

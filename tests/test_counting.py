@@ -1,0 +1,73 @@
+"""Parameter counting by PTSL's rule (reference doc 5.6): every MT10 count of the reference table
+at the reference's 12-dim observation, and the hidden-size solver."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+
+from ptsl.config import ExperimentConfig
+from ptsl.counting import REFERENCE_SETTINGS, count_parameters, solve_hidden_dim
+
+# Doc 5.6, MT10, obs_dim 12, action_dim 4: the ground truth the architectures must reproduce.
+EXPECTED = {
+    "MT-SAC": 1_641_222,
+    "CARE": 1_871_534,
+    "CARE+PTSL shared none/sum": 1_871_532,
+    "CARE+PTSL linear residual": 1_871_547,
+    "CARE+PTSL project residual": 1_871_467,
+    "CARE+PTSL none at H=321 (README)": 1_833_967,
+    "CARE+PTSL 2 layers, shared": 1_556_454,
+    "CARE+PTSL 2 layers, independent": 1_756_454,
+    "MT-SAC+PTSL": 1_869_833,
+}
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    """One intra-op thread avoids OpenMP spin-waiting on a shared CPU."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+def _exp(**fields) -> ExperimentConfig:
+    return ExperimentConfig(benchmark="mt10", **fields)
+
+
+@pytest.mark.parametrize("label,fields", REFERENCE_SETTINGS, ids=[s[0] for s in REFERENCE_SETTINGS])
+def test_reference_mt10_counts(label, fields):
+    count = count_parameters(_exp(**fields), obs_dim=12, action_dim=4, num_tasks=10)
+    assert count == EXPECTED[label]
+
+
+def test_sum_residual_adds_no_parameters():
+    base = dict(method="care_ptsl", hidden_dim=326, num_layers=3, pal_dim=50)
+    assert count_parameters(_exp(**base, residual_mode="sum"), 12, 4, 10) == 1_871_532
+
+
+def test_task_encoder_and_soft_modularization_counts_follow_the_rule():
+    # Soft Modularization: the learned task encoder (embedding + MLP) is excluded, the tied
+    # encoder is counted in actor, critic and critic target.
+    exp = _exp(method="softmod", hidden_dim=400, num_layers=3, num_experts=4)
+    enc = 12 * 50 + 50 + 2 * (50 * 50 + 50)
+    routing = (50 * 400 + 400) + (400 * 16 + 16)
+    actor = enc + 4 * (50 * 400 + 400) + 4 * (400 * 8 + 8) + routing
+    q = (54 * 50 + 50) + 4 * (50 * 400 + 400) + 4 * (400 * 1 + 1) + routing
+    assert count_parameters(exp, 12, 4, 10) == actor + 2 * (enc + 2 * q) + 10
+
+
+def test_solver_recovers_the_reference_hidden_sizes():
+    care = count_parameters(_exp(method="care", hidden_dim=400, num_layers=3), 12, 4, 10)
+    ptsl = _exp(method="care_ptsl", hidden_dim=1, num_layers=3, pal_dim=50)
+    assert solve_hidden_dim(ptsl, care, 12, 4, 10) == 326
+    project = dataclasses.replace(ptsl, residual_mode="project")
+    assert solve_hidden_dim(project, care, 12, 4, 10) == 321
+    sac_ptsl = _exp(method="sac_ptsl", hidden_dim=1, num_layers=3, pal_dim=50)
+    assert solve_hidden_dim(sac_ptsl, care, 12, 4, 10) == 367
+    # Closest, not just first above: a target one above an exact count returns that H.
+    exact = count_parameters(dataclasses.replace(ptsl, hidden_dim=100), 12, 4, 10)
+    assert solve_hidden_dim(ptsl, exact + 1, 12, 4, 10) == 100

@@ -1,0 +1,74 @@
+"""End to end: `dvc repro` on a tiny budget with real Meta-World, real DVC and a real MLflow
+store, then the reports, the MLflow runs and a no-op second repro."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+
+from .pipeline_project import dvc, make_project
+
+EXPERIMENTS = {"tiny_mtsac": {"benchmark": "reach-v3", "method": "mtsac", "hidden_dim": 32,
+                              "num_layers": 2}}
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory):
+    root = make_project(tmp_path_factory.mktemp("project"), EXPERIMENTS, seeds=[1, 2])
+    dvc(root, "repro")
+    return root
+
+
+def test_reports_exist_and_agree(project):
+    table = pd.read_csv(project / "reports" / "results.csv")
+    assert table["experiment"].tolist() == ["tiny_mtsac"]
+    assert table["seeds"].tolist() == [2]
+    evals = [json.loads((project / "data" / "eval" / f"tiny_mtsac-{s}.json").read_text())
+             for s in (1, 2)]
+    assert table["success_mean"].iloc[0] == pytest.approx(sum(e["success"] for e in evals) / 2)
+    assert "| tiny_mtsac | reach-v3 | mtsac |" in (project / "reports" / "results.md").read_text()
+    png = project / "reports" / "figures" / "success_curves.png"
+    assert png.read_bytes()[:4] == b"\x89PNG"
+    metrics = json.loads((project / "reports" / "metrics.json").read_text())
+    assert set(metrics) == {"tiny_mtsac"}
+    env = json.loads((project / "reports" / "environment.json").read_text())
+    assert env["benchmarks"]["reach-v3"]["obs_dim"] == 39 and env["torch"]["device"] == "cpu"
+    for s in (1, 2):
+        run = project / "data" / "runs" / f"tiny_mtsac-{s}"
+        assert sorted(p.name for p in run.iterdir()) == ["curve.csv", "model.pt", "summary.json"]
+
+
+def test_mlflow_runs_logged(project):
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=f"sqlite:///{project / 'mlflow.db'}")
+    names = {}
+    for exp in ("check_env", "train", "evaluate", "aggregate"):
+        e = client.get_experiment_by_name(exp)
+        assert e is not None, exp
+        runs = client.search_runs([e.experiment_id])
+        names[exp] = sorted(r.info.run_name for r in runs)
+        assert all(r.info.status == "FINISHED" for r in runs)
+    assert names["train"] == ["tiny_mtsac-1", "tiny_mtsac-2"]
+    assert names["evaluate"] == ["tiny_mtsac-1", "tiny_mtsac-2"]
+    train_exp = client.get_experiment_by_name("train")
+    run = client.search_runs([train_exp.experiment_id], "attributes.run_name = 'tiny_mtsac-1'")[0]
+    assert run.data.tags["dvc_stage"] == "train@tiny_mtsac-1"
+    assert "git_commit" in run.data.tags
+    assert run.data.params["sac.batch_size"] == "32"
+    history = client.get_metric_history(run.info.run_id, "eval/success")
+    assert [m.step for m in history] == [0, 20, 40]
+    agg = client.get_experiment_by_name("aggregate")
+    agg_run = client.search_runs([agg.experiment_id])[0]
+    artifacts = {a.path for a in client.list_artifacts(agg_run.info.run_id)}
+    assert {"results.md", "results.csv", "success_curves.png", "metrics.json"} <= artifacts
+
+
+def test_second_repro_is_a_noop_and_dvc_views_work(project):
+    out = dvc(project, "repro").stdout
+    assert "Data and pipelines are up to date" in out
+    assert "tiny_mtsac" in dvc(project, "metrics", "show").stdout
+    plots = dvc(project, "plots", "show", "--json").stdout
+    assert "reports/curves/tiny_mtsac.csv" in plots
