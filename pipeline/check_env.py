@@ -1,7 +1,11 @@
-"""Stage check_env: MuJoCo loads, every benchmark the pipeline uses builds and steps; versions and
-the torch device go to reports/environment.json and MLflow."""
+"""Stage check_env: MuJoCo loads, every benchmark the pipeline uses builds and steps.
+
+Versions and the torch device go to reports/environment.json (training stages depend on it:
+a new torch or Meta-World re-runs them), the per-benchmark checks to reports/benchmarks.json
+(so adding a benchmark does not re-run the others' training), and both to MLflow."""
 
 import argparse
+from pathlib import Path
 
 from ptsl.cli import run_stage
 from ptsl.config import load_params
@@ -14,7 +18,7 @@ from ptsl.tracking import start_run
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--params", default="params.yaml")
-    ap.add_argument("--out", default=str(REPORTS / "environment.json"))
+    ap.add_argument("--out", default=str(REPORTS))
     args = ap.parse_args()
     params = load_params(args.params)
     names = params.runs.plain + params.runs.ptsl
@@ -22,8 +26,11 @@ def main() -> None:
     # Creating the MLflow store here, once, avoids SQLite creation races between later workers.
     tracker = start_run("check_env", "check_env", stage="check_env")
     tracker.log_params({"versions": report["versions"], "torch": report["torch"]})
-    write_json_atomic(args.out, report)
-    tracker.log_artifact(args.out)
+    env_path, bench_path = Path(args.out) / "environment.json", Path(args.out) / "benchmarks.json"
+    write_json_atomic(env_path, {"versions": report["versions"], "torch": report["torch"]})
+    write_json_atomic(bench_path, report["benchmarks"])
+    tracker.log_artifact(env_path)
+    tracker.log_artifact(bench_path)
     tracker.end()
     print(f"environment ok: {', '.join(f'{k} {v}' for k, v in report['versions'].items())}; "
           f"torch device {report['torch']['device']}")

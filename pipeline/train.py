@@ -5,6 +5,7 @@ from pathlib import Path
 
 from ptsl.cli import run_stage
 from ptsl.config import PTSL_METHODS, load_params, run_config
+from ptsl.methods import check_buildable
 from ptsl.paths import RESUME, RUNS, TASK_CACHE, run_id
 from ptsl.tracking import start_run
 from ptsl.train import train, write_run_outputs
@@ -18,6 +19,7 @@ def main() -> None:
     ap.add_argument("--out", default=str(RUNS))
     args = ap.parse_args()
     cfg = run_config(load_params(args.params), args.exp, args.seed)
+    check_buildable(cfg.experiment)
     name = run_id(args.exp, args.seed)
     group = "train_ptsl" if cfg.experiment.method in PTSL_METHODS else "train"
     tracker = start_run("train", name, stage=f"{group}@{name}",

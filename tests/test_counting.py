@@ -71,3 +71,24 @@ def test_solver_recovers_the_reference_hidden_sizes():
     # Closest, not just first above: a target one above an exact count returns that H.
     exact = count_parameters(dataclasses.replace(ptsl, hidden_dim=100), 12, 4, 10)
     assert solve_hidden_dim(ptsl, exact + 1, 12, 4, 10) == 100
+
+
+def test_params_yaml_hidden_sizes_are_the_solved_ones(raw_params):
+    """Experiments declared to match another's parameter count use the solver's hidden size at
+    the observation size actually used (39), so params.yaml cannot drift from the solver."""
+    from ptsl.config import parse_params, run_config
+    from ptsl.counting import count_parameters, solve_hidden_dim
+    from ptsl.methods import ACTION_DIM, OBS_DIM, benchmark_num_tasks
+
+    params = parse_params(raw_params)
+    checked = 0
+    for name, exp in params.experiments.items():
+        if exp.matches is None:
+            continue
+        exp = run_config(params, name, 1).experiment
+        target_exp = run_config(params, exp.matches, 1).experiment
+        n = benchmark_num_tasks(exp.benchmark)
+        target = count_parameters(target_exp, OBS_DIM, ACTION_DIM, n)
+        assert solve_hidden_dim(exp, target, OBS_DIM, ACTION_DIM, n) == exp.hidden_dim, name
+        checked += 1
+    assert checked >= 4

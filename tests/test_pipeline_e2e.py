@@ -34,7 +34,9 @@ def test_reports_exist_and_agree(project):
     metrics = json.loads((project / "reports" / "metrics.json").read_text())
     assert set(metrics) == {"tiny_mtsac"}
     env = json.loads((project / "reports" / "environment.json").read_text())
-    assert env["benchmarks"]["reach-v3"]["obs_dim"] == 39 and env["torch"]["device"] == "cpu"
+    assert env["torch"]["device"] == "cpu" and "metaworld" in env["versions"]
+    bench = json.loads((project / "reports" / "benchmarks.json").read_text())
+    assert bench["reach-v3"]["obs_dim"] == 39
     for s in (1, 2):
         run = project / "data" / "runs" / f"tiny_mtsac-{s}"
         assert sorted(p.name for p in run.iterdir()) == ["curve.csv", "model.pt", "summary.json"]

@@ -103,6 +103,8 @@ class ExperimentConfig:
     pal_dim: int | None = _spec(None, ge=1, doc="PTSL rank; unset reads the top-level pal_dim")
     shared_projection: bool = _spec(True, doc="PTSL: one D/U pair shared across layers")
     residual_mode: str = _spec("none", choices=RESIDUAL_MODES)
+    matches: str | None = _spec(None, doc="experiment whose parameter count hidden_dim was solved "
+                                          "to match (checked by the tests)")
     name: str = ""
 
 
@@ -299,6 +301,10 @@ def parse_params(raw: Any) -> Params:
         _validate_benchmark(exp, f"experiments.{name}")
         _validate_method_options(exp, f"experiments.{name}")
         experiments[str(name)] = exp
+    for name, exp in experiments.items():
+        if exp.matches is not None and exp.matches not in experiments:
+            raise ConfigError(f"experiments.{name}.matches: unknown experiment {exp.matches!r}; "
+                              f"allowed: {', '.join(experiments)}")
     runs = build(RunsConfig, raw["runs"], "runs")
     for group, names in (("plain", runs.plain), ("ptsl", runs.ptsl)):
         for name in names:

@@ -15,7 +15,7 @@ import torch
 from torch import nn
 
 from .agent import Actor, Critic, MultiTaskSAC, Networks, SACHyper
-from .config import ExperimentConfig, RunConfig, SACConfig
+from .config import ConfigError, ExperimentConfig, RunConfig, SACConfig
 from .nets.care import CAREEncoder
 from .nets.mlp import IdentityEncoder, MLPTrunk, weight_init
 from .nets.pal import FeedForwardPAL, init_pal_layers
@@ -202,6 +202,27 @@ def build_networks(exp: ExperimentConfig, sac: SACConfig, shapes: Shapes,
                              "ptsl.nets.task_encoder.load_task_embeddings)")
         return BUILDERS[exp.method](exp, sac, shapes, generator, task_embeddings=task_embeddings)
     return BUILDERS[exp.method](exp, sac, shapes, generator)
+
+
+OBS_DIM = 39     # Meta-World v3 observation
+ACTION_DIM = 4
+
+
+def benchmark_num_tasks(benchmark: str) -> int:
+    """Tasks in a benchmark without building it: MT10, MT50, or one named task."""
+    return {"mt10": 10, "mt50": 50}.get(benchmark, 1)
+
+
+def check_buildable(exp: ExperimentConfig) -> None:
+    """Build ``exp``'s networks once for its benchmark's sizes, so that a combination the
+    architecture cannot express (say a residual mode where the automatic rule skips a projection)
+    fails at once as a :class:`ConfigError` naming the experiment, before any environment starts."""
+    shapes = Shapes(OBS_DIM, ACTION_DIM, benchmark_num_tasks(exp.benchmark))
+    table = np.zeros((shapes.num_tasks, 768), np.float32)
+    try:
+        build_networks(exp, SACConfig(), shapes, torch.Generator().manual_seed(0), table)
+    except ValueError as exc:
+        raise ConfigError(f"experiments.{exp.name}: {exc}") from None
 
 
 def build_agent(cfg: RunConfig, shapes: Shapes, task_names: tuple[str, ...],

@@ -117,8 +117,14 @@ class PALLayer(nn.Module):
                 prev: tuple[torch.Tensor, torch.Tensor] | None = None) -> PALOutput:
         z_raw = self.down(x) if self.down is not None else x
         z = mix(z_raw, *prev) if (mix is not None and prev is not None) else z_raw
-        # Gather each row's task layer: (B, 1, P_in) @ (B, P_in, P_out).
-        y_low = torch.bmm(z.unsqueeze(1), self.task_weight[task]).squeeze(1) + self.task_bias[task]
+        # Every task's layer in one GEMM, then each row keeps its own task's output. Same values
+        # as gathering W[task] per row and a batched matmul, but several times faster on CPU,
+        # where the gather's backward is a slow scatter-add; rows of other tasks contribute
+        # exact zeros to a task's gradient.
+        n, p_in, p_out = self.task_weight.shape
+        y_all = (z @ self.task_weight.transpose(0, 1).reshape(p_in, n * p_out)).view(-1, n, p_out)
+        rows = torch.arange(z.shape[0], device=z.device)
+        y_low = y_all[rows, task] + self.task_bias[task]
         y = self.shared(x) + (self.up(y_low) if self.up is not None else y_low)
         return PALOutput(torch.relu(y) if self.activation else y, z_raw, y_low)
 
