@@ -6,7 +6,6 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-import torch
 
 from ptsl.config import ExperimentConfig
 from ptsl.counting import REFERENCE_SETTINGS, count_parameters, solve_hidden_dim
@@ -24,14 +23,6 @@ EXPECTED = {
     "MT-SAC+PTSL": 1_869_833,
 }
 
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """One intra-op thread avoids OpenMP spin-waiting on a shared CPU."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 def _exp(**fields) -> ExperimentConfig:

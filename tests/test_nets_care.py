@@ -9,23 +9,16 @@ import numpy as np
 import pytest
 import torch
 
-from ptsl.buffer import Batch
 from ptsl.config import EnvConfig, ExperimentConfig, RunConfig, SACConfig, TrainConfig
 from ptsl.methods import Shapes, build_agent, load_agent
 from ptsl.nets.task_encoder import DEFAULT_EMBEDDINGS, load_task_embeddings
+
+from .helpers import param_ids, random_batch
 
 MT10_V3 = ("reach-v3", "push-v3", "pick-place-v3", "door-open-v3", "drawer-open-v3",
            "drawer-close-v3", "button-press-topdown-v3", "peg-insert-side-v3", "window-open-v3",
            "window-close-v3")
 
-
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny networks: one intra-op thread avoids OpenMP spin-waiting on a shared CPU."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 # ----------------------------------------------------------------------------- embeddings
@@ -71,15 +64,6 @@ def _agent(method: str = "care"):
                        task_embeddings=TABLE)
 
 
-def _batch(n: int = 64, seed: int = 0) -> Batch:
-    g = torch.Generator().manual_seed(seed)
-    return Batch(obs=torch.randn(n, 12, generator=g), action=torch.rand(n, 4, generator=g) * 2 - 1,
-                 reward=torch.randn(n, 1, generator=g), next_obs=torch.randn(n, 12, generator=g),
-                 not_done=torch.ones(n, 1), task=torch.arange(n) % 3)
-
-
-def _ids(params) -> set[int]:
-    return {id(p) for p in params}
 
 
 def _opt_ids(opt: torch.optim.Optimizer) -> set[int]:
@@ -118,15 +102,15 @@ def test_tying_and_optimiser_membership():
     a_enc, c_enc = agent.actor.encoder, agent.critic.encoder
     # Actor experts are the critic's Parameter objects; the gates are separate.
     assert a_enc.experts is c_enc.experts
-    assert not _ids(a_enc.gate.parameters()) & _ids(c_enc.gate.parameters())
-    assert _opt_ids(agent.actor_opt) == _ids(agent.actor.trunk.parameters())
-    assert _opt_ids(agent.critic_opt) == _ids(agent.critic.parameters())
-    assert _ids(c_enc.experts.parameters()) <= _opt_ids(agent.critic_opt)
-    assert _opt_ids(agent.task_encoder_opt) == _ids(agent.task_encoder.parameters())
+    assert not param_ids(a_enc.gate.parameters()) & param_ids(c_enc.gate.parameters())
+    assert _opt_ids(agent.actor_opt) == param_ids(agent.actor.trunk.parameters())
+    assert _opt_ids(agent.critic_opt) == param_ids(agent.critic.parameters())
+    assert param_ids(c_enc.experts.parameters()) <= _opt_ids(agent.critic_opt)
+    assert _opt_ids(agent.task_encoder_opt) == param_ids(agent.task_encoder.parameters())
     # Quirk Q8: the actor's attention MLP is in no optimiser at all.
     every_opt = set().union(*(_opt_ids(o) for o in (agent.actor_opt, agent.critic_opt,
                                                      agent.alpha_opt, agent.task_encoder_opt)))
-    assert not _ids(a_enc.gate.parameters()) & every_opt
+    assert not param_ids(a_enc.gate.parameters()) & every_opt
 
 
 def test_critic_gate_input_is_not_detached():
@@ -161,7 +145,7 @@ def test_task_encoder_is_trained_by_the_critic_loss_only():
                 lambda g: hits.append((phase["critic_stepped"], float(g.abs().sum()))))
 
     handle = agent.task_encoder.register_forward_hook(watch)
-    agent.update(_batch(), 0)
+    agent.update(random_batch(), 0)
     handle.remove()
     assert len(hits) == 1 and hits[0][0] is False and hits[0][1] > 0
     grads = [p.grad for p in agent.task_encoder.parameters()]
@@ -174,7 +158,7 @@ def test_what_real_updates_train():
     agent = _agent()
     snap = {n: t.detach().clone() for n, t in agent.state_dict().items()}
     for step in range(3):
-        agent.update(_batch(seed=step), step)
+        agent.update(random_batch(seed=step), step)
     now = agent.state_dict()
 
     def moved(prefix: str) -> bool:
@@ -192,7 +176,7 @@ def test_what_real_updates_train():
 @pytest.mark.parametrize("method", ["care", "care_ptsl"])
 def test_saved_agent_reloads_with_its_table(tmp_path, method):
     agent = _agent(method)
-    agent.update(_batch(), 0)
+    agent.update(random_batch(), 0)
     path = tmp_path / "model.pt"
     agent.save(path)
     loaded = load_agent(str(path))

@@ -10,22 +10,14 @@ import pytest
 import torch
 from torch import nn
 
-from ptsl.buffer import Batch
 from ptsl.config import EnvConfig, ExperimentConfig, RunConfig, SACConfig, TrainConfig
 from ptsl.methods import Shapes, build_agent
 from ptsl.nets.mlp import weight_init
 from ptsl.nets.pal import (FeedForwardPAL, PALLayer, init_pal_layers,
                            keep_down_projection, keep_up_projection)
 
+from .helpers import random_batch
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny networks: one intra-op thread avoids OpenMP spin-waiting when the CPU is shared
-    (measured 60 s instead of 4 s for this file on a loaded 2-core machine)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 def _pal(in_dim: int = 20, hidden: int = 24, out: int = 3, layers: int = 3, pal: int = 6,
@@ -199,13 +191,6 @@ def _agent(shared: bool, residual: str, seed: int = 0):
     return build_agent(cfg, Shapes(12, 4, 3), ("a-v3", "b-v3", "c-v3"), task_embeddings=table)
 
 
-def _batch(n: int = 96, seed: int = 0) -> Batch:
-    g = torch.Generator().manual_seed(seed)
-    return Batch(obs=torch.randn(n, 12, generator=g), action=torch.rand(n, 4, generator=g) * 2 - 1,
-                 reward=torch.randn(n, 1, generator=g), next_obs=torch.randn(n, 12, generator=g),
-                 not_done=torch.ones(n, 1), task=torch.arange(n) % 3)
-
-
 def _changed_task_params(agent, updates: int) -> set[str]:
     """Names (relative to each PAL trunk) of task-branch tensors that changed in *every* trunk."""
     trunks = {"actor": agent.actor.trunk, "q1": agent.critic.q1, "q2": agent.critic.q2}
@@ -217,7 +202,7 @@ def _changed_task_params(agent, updates: int) -> set[str]:
     before = {k: {n: p.detach().clone() for n, p in task_branch(t).items()}
               for k, t in trunks.items()}
     for step in range(updates):
-        agent.update(_batch(seed=step), step)
+        agent.update(random_batch(n=96, seed=step), step)
     changed = [{n for n, p in task_branch(t).items() if not torch.equal(p.detach(), before[k][n])}
                for k, t in trunks.items()]
     assert changed[0] == changed[1] == changed[2], changed

@@ -4,23 +4,15 @@ init, tied encoders, hard-coded depth, the critic's obs-action projection, and r
 from __future__ import annotations
 
 import numpy as np
-import pytest
 import torch
 
-from ptsl.buffer import Batch
 from ptsl.config import EnvConfig, ExperimentConfig, RunConfig, SACConfig, TrainConfig
 from ptsl.methods import Shapes, build_agent
 from ptsl.nets.soft_modularization import (ExpertLinear, ObsActionProjection, SoftModularizedMLP,
                                            init_expert_layers)
 
+from .helpers import param_ids, random_batch
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """Tiny networks: one intra-op thread avoids OpenMP spin-waiting on a shared CPU."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 def _cfg(hidden: int = 32, num_layers: int = 3, experts: int = 4) -> RunConfig:
@@ -34,15 +26,6 @@ def _agent(**kw):
     return build_agent(_cfg(**kw), Shapes(12, 4, 3), ("a-v3", "b-v3", "c-v3"))
 
 
-def _batch(n: int = 64, seed: int = 0) -> Batch:
-    g = torch.Generator().manual_seed(seed)
-    return Batch(obs=torch.randn(n, 12, generator=g), action=torch.rand(n, 4, generator=g) * 2 - 1,
-                 reward=torch.randn(n, 1, generator=g), next_obs=torch.randn(n, 12, generator=g),
-                 not_done=torch.ones(n, 1), task=torch.arange(n) % 3)
-
-
-def _ids(params) -> set[int]:
-    return {id(p) for p in params}
 
 
 def test_routing_weights_are_distributions_over_source_modules():
@@ -95,10 +78,10 @@ def test_structure_depth_encoder_tying_and_optimisers():
     assert agent.parameter_count() == _agent(hidden=32, num_layers=4).parameter_count()
     # Tied encoders (one module), trained by the critic optimiser only.
     assert agent.actor.encoder is agent.critic.encoder
-    enc_ids = _ids(agent.critic.encoder.parameters())
+    enc_ids = param_ids(agent.critic.encoder.parameters())
     actor_opt = {id(p) for g in agent.actor_opt.param_groups for p in g["params"]}
     critic_opt = {id(p) for g in agent.critic_opt.param_groups for p in g["params"]}
-    assert actor_opt == _ids(agent.actor.trunk.parameters()) and not actor_opt & enc_ids
+    assert actor_opt == param_ids(agent.actor.trunk.parameters()) and not actor_opt & enc_ids
     assert enc_ids <= critic_opt
     # Critic Q: Linear(50 + 4 -> 50) projection, then a soft-modularized trunk (out 1).
     q = agent.critic.q1
@@ -113,7 +96,7 @@ def test_real_updates_train_encoder_routing_and_task_embedding():
     agent = _agent()
     snap = {n: t.detach().clone() for n, t in agent.state_dict().items()}
     for step in range(3):
-        losses = agent.update(_batch(seed=step), step)
+        losses = agent.update(random_batch(seed=step), step)
         assert all(np.isfinite(v) for v in losses.values())
     now = agent.state_dict()
 
