@@ -19,6 +19,11 @@ $(STAMP): requirements.txt pyproject.toml
 
 repro: install
 	dvc repro
+	python -m ptsl.readme
+
+# Switch the active budget (small | paper) in params.yaml; then `make repro` or `dvc exp run`.
+budget-%: install
+	python -m ptsl.budget $*
 
 test: install
 	pytest -q

@@ -1,13 +1,13 @@
-"""Stage aggregate: results table (markdown, CSV), success curves (PNG + DVC plot data) and
-metrics under reports/, logged to MLflow as artifacts."""
+"""Stage aggregate: the paper's tables (markdown, CSV), curves with confidence bands and per-task
+heatmaps per table, DVC plot data and metrics under reports/, logged to MLflow as artifacts."""
 
 import argparse
 from pathlib import Path
 
 from ptsl.cli import run_stage
 from ptsl.config import load_params
-from ptsl.paths import EVALS, REPORTS, RUNS
-from ptsl.report import collect, write_reports
+from ptsl.paths import EVALS, PUBLISHED, REPORTS, RUNS
+from ptsl.report import Published, collect, write_reports
 from ptsl.tracking import start_run
 
 
@@ -18,13 +18,15 @@ def main() -> None:
     args = ap.parse_args()
     params = load_params(args.params)
     records = collect(params, RUNS, EVALS)
-    paths = write_reports(params, records, Path(args.out))
+    written = write_reports(params, records, Published.load(PUBLISHED), Path(args.out))
     tracker = start_run("aggregate", "aggregate", stage="aggregate")
-    tracker.log_params({"seeds": list(params.seeds), "steps": params.train.steps})
-    for key in ("table_md", "table_csv", "figure", "metrics"):
-        tracker.log_artifact(paths[key])
+    tracker.log_params({"budget": params.budget, "seeds": list(params.seeds),
+                        "long_seeds": list(params.long_seeds), "steps": params.train.steps,
+                        "long_steps": params.train.long_steps, "primary": params.report.primary})
+    for path in written.values():
+        tracker.log_artifact(path)
     tracker.end()
-    print(paths["table_md"].read_text())
+    print(written["results"].read_text())
 
 
 if __name__ == "__main__":

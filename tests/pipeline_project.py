@@ -16,13 +16,18 @@ from .conftest import ROOT
 TINY_BUDGET: dict[str, Any] = {
     "env": {"episode_length": 20},
     "sac": {"batch_size": 32, "init_steps": 20},
-    "train": {"steps": 40, "eval_every": 20, "checkpoint_every": 20},
+    "train": {"steps": 40, "long_steps": 40, "eval_every": 20, "checkpoint_every": 20},
 }
 
 
 def make_project(dest: Path, experiments: dict[str, dict], seeds: list[int],
-                 extra: dict[str, Any] | None = None) -> Path:
-    """Copy dvc.yaml, pipeline/ and src/ to ``dest``; write a tiny params.yaml; ``dvc init``."""
+                 extra: dict[str, Any] | None = None, git: bool = False,
+                 long_steps: int = 40) -> Path:
+    """Copy dvc.yaml, pipeline/, src/ and data/ to ``dest``; write a tiny params.yaml with one
+    table of every experiment (plus a long one if any is ``long``); ``dvc init``.
+
+    With ``git`` the folder becomes a git repository with everything committed (``dvc exp run``
+    needs one); otherwise DVC runs without SCM."""
     for name in ("dvc.yaml", "pipeline", "src", "data"):
         src = ROOT / name
         if src.is_dir():
@@ -36,13 +41,33 @@ def make_project(dest: Path, experiments: dict[str, dict], seeds: list[int],
     params["experiments"] = experiments
     from ptsl.config import PTSL_METHODS
 
-    params["runs"] = {"plain": [n for n, e in experiments.items() if e["method"] not in PTSL_METHODS],
-                      "ptsl": [n for n, e in experiments.items() if e["method"] in PTSL_METHODS]}
+    def reads_pal_dim(e: dict) -> bool:
+        return e["method"] in PTSL_METHODS and "pal_dim" not in e
+
+    params["runs"] = {"plain": [n for n, e in experiments.items() if not reads_pal_dim(e)],
+                      "ptsl": [n for n, e in experiments.items() if reads_pal_dim(e)]}
+    params["train"]["long_steps"] = long_steps
     params["seeds"] = seeds
+    params["long_seeds"] = seeds[:1]
+    params["tables"] = {"short": {"title": "Tiny", "rows": list(experiments), "at": "short"}}
+    long_rows = [n for n, e in experiments.items() if e.get("long")]
+    if long_rows:
+        params["tables"]["long"] = {"title": "Tiny long", "rows": long_rows, "at": "long"}
+    params["report"]["bootstrap_reps"] = 200
     for key, value in (extra or {}).items():
         params[key] = value
     (dest / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
-    dvc(dest, "init", "--no-scm", "-q")
+    if git:
+        for cmd in (["init", "-q"], ["config", "user.email", "test@example.com"],
+                    ["config", "user.name", "test"]):
+            subprocess.run(["git", *cmd], cwd=dest, check=True, capture_output=True)
+        dvc(dest, "init", "-q")
+        (dest / ".gitignore").write_text("mlflow.db\nmlartifacts/\n.scratch/\n__pycache__/\n")
+        subprocess.run(["git", "add", "-A"], cwd=dest, check=True, capture_output=True)
+        subprocess.run(["git", "commit", "-qm", "tiny project"], cwd=dest, check=True,
+                       capture_output=True)
+    else:
+        dvc(dest, "init", "--no-scm", "-q")
     return dest
 
 

@@ -61,3 +61,40 @@ def test_stage_script_fails_with_one_line_and_writes_nothing(raw_params, tmp_pat
                      "allowed: " + ", ".join(__import__("ptsl.config").config.METHODS)]
     assert not out.exists()
     assert list(tmp_path.iterdir()) == [params]
+
+
+@pytest.mark.parametrize("mutate, key", [
+    (lambda p: p.update(long_seeds=[99]), "long_seeds: must be a subset of seeds"),
+    (lambda p: p["train"].update(long_steps=10), "train.long_steps: must be >= train.steps"),
+    (lambda p: p["train"].update(eval_every=7), "train.steps: must be a multiple"),
+    (lambda p: p["tables"]["mt10_1m"].update(rows=["mt10_care_ptsl_sum"]),
+     "tables.mt10_1m.rows: 'mt10_care_ptsl_sum' must set long: true"),
+    (lambda p: p["tables"]["mt10_200k"].update(rows=["mt10_mtsac", "mt50_care"]),
+     "tables.mt10_200k.rows: all rows must share one benchmark"),
+    (lambda p: p["tables"]["mt10_200k"].update(at="mid"), "tables.mt10_200k.at: unknown value"),
+    (lambda p: p.update(budget="huge"), "budget: unknown budget 'huge'; allowed: small, paper"),
+    (lambda p: p["budgets"]["paper"].update({"train.stepz": 5}),
+     "budgets.paper: budgets.paper.train.stepz: no such key"),
+    (lambda p: p["budgets"]["paper"].update({"long_seeds": [11]}),
+     "budgets.paper: long_seeds: must be a subset of seeds"),
+    (lambda p: p["runs"].update(plain=p["runs"]["plain"] + ["mt10_sac_ptsl"]),
+     "runs.plain: experiment 'mt10_sac_ptsl' belongs in runs.ptsl"),
+])
+def test_grid_and_budget_errors(raw_params, mutate, key):
+    bad = copy.deepcopy(raw_params)
+    mutate(bad)
+    with pytest.raises(ConfigError) as err:
+        parse_params(bad)
+    assert str(err.value).startswith(key), str(err.value)
+
+
+def test_long_seeds_train_to_long_steps_and_tables_resolve(raw_params):
+    params = parse_params(raw_params)
+    assert run_config(params, "mt10_mtsac", params.long_seeds[0]).train.steps == params.train.long_steps
+    assert run_config(params, "mt10_care_ptsl_sum", 1).train.steps == params.train.steps
+    assert run_config(params, "mt10_care_ptsl", 1).experiment.pal_dim == params.pal_dim
+    assert run_config(params, "mt50_care_ptsl", 1).experiment.pal_dim == 32  # its own
+    paper = parse_params({**raw_params, **{"seeds": list(range(1, 11)), "long_seeds": [1, 2, 3, 4]}})
+    assert run_config(paper, "mt10_mtsac", 5).train.steps == paper.train.steps
+    t = paper.tables["mt10_1m"]
+    assert paper.table_step(t) == paper.train.long_steps and paper.table_seeds(t) == (1, 2, 3, 4)

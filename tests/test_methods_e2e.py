@@ -50,7 +50,7 @@ def test_method_trains_evaluates_and_is_reported(project, name):
     assert summary["final_step"] == 40
     ev = json.loads((project / "data" / "eval" / f"{name}-1.json").read_text())
     assert ev["method"] == raw["method"] and 0.0 <= ev["success"] <= 1.0
-    table = pd.read_csv(project / "reports" / "results.csv").set_index("experiment")
+    table = pd.read_csv(project / "reports" / "tables" / "short.csv").set_index("experiment")
     assert table.loc[name, "parameters"] == expected
     assert table.loc[name, "seeds"] == 1
 

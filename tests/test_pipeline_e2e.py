@@ -1,5 +1,10 @@
 """End to end: `dvc repro` on a tiny budget with real Meta-World, real DVC and a real MLflow
-store, then the reports, the MLflow runs and a no-op second repro."""
+store, then the reports, the MLflow runs and a no-op second repro.
+
+The experiment is `long`: seed 1 (the only long seed) trains on to 60 steps while seed 2 stops at
+40, so the short table reads both runs at step 40 and the long table reads seed 1 at step 60 from
+the same curve.
+"""
 
 from __future__ import annotations
 
@@ -11,28 +16,43 @@ import pytest
 from .pipeline_project import dvc, make_project
 
 EXPERIMENTS = {"tiny_mtsac": {"benchmark": "reach-v3", "method": "mtsac", "hidden_dim": 32,
-                              "num_layers": 2}}
+                              "num_layers": 2, "long": True, "label": "Tiny MT-SAC"}}
 
 
 @pytest.fixture(scope="module")
 def project(tmp_path_factory):
-    root = make_project(tmp_path_factory.mktemp("project"), EXPERIMENTS, seeds=[1, 2])
+    root = make_project(tmp_path_factory.mktemp("project"), EXPERIMENTS, seeds=[1, 2],
+                        long_steps=60)
     dvc(root, "repro")
     return root
 
 
+def test_runs_share_one_curve_for_short_and_long_tables(project):
+    steps = {s: json.loads((project / "data" / "runs" / f"tiny_mtsac-{s}" / "summary.json")
+                           .read_text())["final_step"] for s in (1, 2)}
+    assert steps == {1: 60, 2: 40}
+    short = pd.read_csv(project / "reports" / "tables" / "short.csv")
+    long = pd.read_csv(project / "reports" / "tables" / "long.csv")
+    assert short[["step", "seeds"]].values.tolist() == [[40, 2]]
+    assert long[["step", "seeds"]].values.tolist() == [[60, 1]]
+    curve1 = pd.read_csv(project / "data" / "runs" / "tiny_mtsac-1" / "curve.csv")
+    assert long["final_mean"].iloc[0] == pytest.approx(curve1.loc[curve1.step == 60, "success"].item())
+    assert long["best_mean"].iloc[0] == pytest.approx(curve1["success"].max())
+
+
 def test_reports_exist_and_agree(project):
-    table = pd.read_csv(project / "reports" / "results.csv")
-    assert table["experiment"].tolist() == ["tiny_mtsac"]
-    assert table["seeds"].tolist() == [2]
+    short = pd.read_csv(project / "reports" / "tables" / "short.csv")
     evals = [json.loads((project / "data" / "eval" / f"tiny_mtsac-{s}.json").read_text())
              for s in (1, 2)]
-    assert table["success_mean"].iloc[0] == pytest.approx(sum(e["success"] for e in evals) / 2)
-    assert "| tiny_mtsac | reach-v3 | mtsac |" in (project / "reports" / "results.md").read_text()
-    png = project / "reports" / "figures" / "success_curves.png"
-    assert png.read_bytes()[:4] == b"\x89PNG"
+    assert short["parameters"].iloc[0] == evals[0]["parameter_count"]
+    assert short["iqm_low"].iloc[0] <= short["iqm"].iloc[0] <= short["iqm_high"].iloc[0]
+    results = (project / "reports" / "results.md").read_text()
+    assert "| Tiny MT-SAC |" in results and "IQM final [95% CI]" in results
+    assert "Published:" in results
+    for name in ("short_curves.png", "short_tasks.png", "long_curves.png", "long_tasks.png"):
+        assert (project / "reports" / "figures" / name).read_bytes()[:4] == b"\x89PNG"
     metrics = json.loads((project / "reports" / "metrics.json").read_text())
-    assert set(metrics) == {"tiny_mtsac"}
+    assert set(metrics) == {"short", "long"} and "tiny_mtsac" in metrics["short"]
     env = json.loads((project / "reports" / "environment.json").read_text())
     assert env["torch"]["device"] == "cpu" and "metaworld" in env["versions"]
     bench = json.loads((project / "reports" / "benchmarks.json").read_text())
@@ -61,11 +81,11 @@ def test_mlflow_runs_logged(project):
     assert "git_commit" in run.data.tags
     assert run.data.params["sac.batch_size"] == "32"
     history = client.get_metric_history(run.info.run_id, "eval/success")
-    assert [m.step for m in history] == [0, 20, 40]
+    assert [m.step for m in history] == [0, 20, 40, 60]
     agg = client.get_experiment_by_name("aggregate")
     agg_run = client.search_runs([agg.experiment_id])[0]
     artifacts = {a.path for a in client.list_artifacts(agg_run.info.run_id)}
-    assert {"results.md", "results.csv", "success_curves.png", "metrics.json"} <= artifacts
+    assert {"results.md", "metrics.json", "short_curves.png", "long_tasks.png"} <= artifacts
 
 
 def test_second_repro_is_a_noop_and_dvc_views_work(project):

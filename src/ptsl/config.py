@@ -75,7 +75,8 @@ class SACConfig:
 class TrainConfig:
     """Training-loop budget: counts are vector steps (one step of every task), as in the reference."""
 
-    steps: int = _spec(ge=1)
+    steps: int = _spec(ge=1, doc="the short reported step (paper: 200k)")
+    long_steps: int = _spec(ge=1, doc="the long reported step (paper: 1M), for long experiments")
     eval_every: int = _spec(ge=1)
     checkpoint_every: int = _spec(ge=1, doc="vector steps between scratch (resume) checkpoints")
     eval_episodes: int = _spec(1, ge=1)
@@ -105,6 +106,8 @@ class ExperimentConfig:
     residual_mode: str = _spec("none", choices=RESIDUAL_MODES)
     matches: str | None = _spec(None, doc="experiment whose parameter count hidden_dim was solved "
                                           "to match (checked by the tests)")
+    long: bool = _spec(False, doc="seeds in long_seeds train to train.long_steps (1M tables)")
+    label: str = _spec("", doc="row label in tables and figures (default: the experiment name)")
     name: str = ""
 
 
@@ -117,10 +120,25 @@ class RunsConfig:
 
 
 @dataclass(frozen=True)
+class TableConfig:
+    """One table of the paper: its rows (experiments) and the step it reports.
+
+    ``at: short`` reports ``train.steps`` over all ``seeds``; ``at: long`` reports
+    ``train.long_steps`` over ``long_seeds``. Both read the same runs' evaluation curves.
+    """
+
+    title: str = _spec()
+    rows: tuple[str, ...] = _spec()
+    at: str = _spec("short", choices=("short", "long"))
+
+
+@dataclass(frozen=True)
 class ReportConfig:
     """Aggregation settings."""
 
-    bootstrap_samples: int = _spec(2000, ge=1)
+    primary: str = _spec("final", choices=("final", "best"),
+                         doc="final: success at the reported step; best: best so far")
+    bootstrap_reps: int = _spec(2000, ge=1)
 
 
 @dataclass(frozen=True)
@@ -134,8 +152,19 @@ class Params:
     experiments: Mapping[str, ExperimentConfig]
     runs: RunsConfig
     seeds: tuple[int, ...] = _spec(ge=0)
+    long_seeds: tuple[int, ...] = _spec(ge=0)
     pal_dim: int = _spec(50, ge=1)
+    tables: Mapping[str, TableConfig] = field(default_factory=dict)
     report: ReportConfig = field(default_factory=ReportConfig)
+    budget: str = "small"
+    budgets: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+
+    def table_step(self, table: TableConfig) -> int:
+        """The vector step a table reports."""
+        return self.train.long_steps if table.at == "long" else self.train.steps
+
+    def table_seeds(self, table: TableConfig) -> tuple[int, ...]:
+        return self.long_seeds if table.at == "long" else self.seeds
 
 
 @dataclass(frozen=True)
@@ -281,15 +310,50 @@ def _validate_method_options(exp: ExperimentConfig, key: str) -> None:
                                   f"read it; remove it from {exp.method} experiments")
 
 
-def parse_params(raw: Any) -> Params:
-    """Validate the whole params mapping (as loaded from YAML) into :class:`Params`."""
+def apply_preset(raw: Mapping[str, Any], preset: Any, key: str) -> dict[str, Any]:
+    """A copy of ``raw`` with a budget preset's ``dotted.key: value`` entries applied."""
+    import copy
+
+    if not isinstance(preset, Mapping):
+        raise ConfigError(f"{key}: expected a mapping of dotted.key -> value")
+    out = copy.deepcopy(dict(raw))
+    for dotted, value in preset.items():
+        *parents, leaf = str(dotted).split(".")
+        node = out
+        for part in parents:
+            node = node.get(part) if isinstance(node, Mapping) else None
+        if not isinstance(node, dict) or leaf not in node:
+            raise ConfigError(f"{key}.{dotted}: no such key in params.yaml")
+        node[leaf] = copy.deepcopy(value)
+    out["budget"] = key.split(".")[-1]
+    return out
+
+
+def preset_matches(params: "Params") -> bool:
+    """Whether the active values are exactly the named budget's preset (else: modified)."""
+    preset = params.budgets.get(params.budget, {})
+    for dotted, value in preset.items():
+        node: Any = params
+        for part in dotted.split("."):
+            node = getattr(node, part)
+        if (list(node) if isinstance(node, tuple) else node) != value:
+            return False
+    return True
+
+
+def parse_params(raw: Any, check_presets: bool = True) -> Params:
+    """Validate the whole params mapping (as loaded from YAML) into :class:`Params`.
+
+    With ``check_presets`` every budget preset is applied to a copy and validated too, so a typo
+    in the paper budget fails now, not hours into a run.
+    """
     if not isinstance(raw, Mapping):
         raise ConfigError("params.yaml: expected a mapping at the top level")
     top = {f.name for f in dataclasses.fields(Params)}
     unknown = sorted(set(raw) - top)
     if unknown:
         raise ConfigError(f"{unknown[0]}: unknown key; allowed: {', '.join(sorted(top))}")
-    for required in ("env", "sac", "train", "experiments", "runs", "seeds"):
+    for required in ("env", "sac", "train", "experiments", "runs", "seeds", "long_seeds"):
         if required not in raw:
             raise ConfigError(f"{required}: missing required key")
     experiments_raw = raw["experiments"]
@@ -311,20 +375,36 @@ def parse_params(raw: Any) -> Params:
             if name not in experiments:
                 raise ConfigError(f"runs.{group}: unknown experiment {name!r}; allowed: "
                                   f"{', '.join(experiments)}")
-            is_ptsl = experiments[name].method in PTSL_METHODS
-            if is_ptsl != (group == "ptsl"):
-                want = "ptsl" if is_ptsl else "plain"
-                raise ConfigError(f"runs.{group}: experiment {name!r} belongs in runs.{want} "
-                                  "(PTSL methods read pal_dim, the others must not)")
+            reads = reads_pal_dim(experiments[name])
+            if reads != (group == "ptsl"):
+                raise ConfigError(
+                    f"runs.{group}: experiment {name!r} belongs in runs.{'ptsl' if reads else 'plain'}"
+                    " (runs.ptsl holds exactly the PTSL experiments that read the top-level "
+                    "pal_dim; one with its own pal_dim goes in runs.plain)")
     fields = {f.name: f for f in dataclasses.fields(Params)}
-    seeds = _coerce(raw["seeds"], tuple[int, ...], "seeds")
-    _check_range(seeds, fields["seeds"].metadata, "seeds")
-    if not seeds:
-        raise ConfigError("seeds: expected a non-empty list of integers")
+    seeds = _seed_list(raw, "seeds", fields)
+    long_seeds = _seed_list(raw, "long_seeds", fields)
+    if not set(long_seeds) <= set(seeds):
+        raise ConfigError(f"long_seeds: must be a subset of seeds {list(seeds)}, got {list(long_seeds)}")
     pal_dim = _coerce(raw.get("pal_dim", 50), int, "pal_dim")
     _check_range(pal_dim, fields["pal_dim"].metadata, "pal_dim")
     train = build(TrainConfig, raw["train"], "train")
-    return Params(
+    if train.long_steps < train.steps:
+        raise ConfigError(f"train.long_steps: must be >= train.steps ({train.steps}), "
+                          f"got {train.long_steps}")
+    for key in ("steps", "long_steps"):
+        if getattr(train, key) % train.eval_every:
+            raise ConfigError(f"train.{key}: must be a multiple of train.eval_every "
+                              f"({train.eval_every}) so that the reported step is evaluated")
+    trained = set(runs.plain) | set(runs.ptsl)
+    tables = _parse_tables(raw.get("tables"), experiments, trained)
+    budgets = raw.get("budgets") or {}
+    if not isinstance(budgets, Mapping):
+        raise ConfigError("budgets: expected a mapping of budget name -> {dotted.key: value}")
+    budget = raw.get("budget", "small")
+    if budgets and budget not in budgets:
+        raise ConfigError(f"budget: unknown budget {budget!r}; allowed: {', '.join(budgets)}")
+    params = Params(
         env=build(EnvConfig, raw["env"], "env"),
         sac=build(SACConfig, raw["sac"], "sac"),
         train=train,
@@ -332,9 +412,60 @@ def parse_params(raw: Any) -> Params:
         experiments=types.MappingProxyType(experiments),
         runs=runs,
         seeds=seeds,
+        long_seeds=long_seeds,
         pal_dim=pal_dim,
+        tables=types.MappingProxyType(tables),
         report=build(ReportConfig, raw.get("report"), "report"),
+        budget=str(budget),
+        budgets=types.MappingProxyType({str(k): dict(v) for k, v in budgets.items()}),
     )
+    if check_presets:  # after the active values, so their errors are reported first
+        for name, preset in budgets.items():
+            try:
+                parse_params(apply_preset(raw, preset, f"budgets.{name}"), check_presets=False)
+            except ConfigError as exc:
+                raise ConfigError(f"budgets.{name}: {exc}") from None
+    return params
+
+
+def reads_pal_dim(exp: ExperimentConfig) -> bool:
+    """PTSL experiments without their own pal_dim read the top-level one (DVC group train_ptsl)."""
+    return exp.method in PTSL_METHODS and exp.pal_dim is None
+
+
+def _seed_list(raw: Mapping[str, Any], key: str, fields: Mapping[str, Any]) -> tuple[int, ...]:
+    if key not in raw:
+        raise ConfigError(f"{key}: missing required key")
+    seeds = _coerce(raw[key], tuple[int, ...], key)
+    _check_range(seeds, fields[key].metadata, key)
+    if not seeds or len(set(seeds)) != len(seeds):
+        raise ConfigError(f"{key}: expected a non-empty list of distinct integers, got {list(seeds)}")
+    return seeds
+
+
+def _parse_tables(raw: Any, experiments: Mapping[str, ExperimentConfig],
+                  trained: set[str]) -> dict[str, TableConfig]:
+    if raw is None:
+        return {}
+    if not isinstance(raw, Mapping):
+        raise ConfigError("tables: expected a mapping of table name -> {title, rows, at}")
+    tables = {}
+    for name, data in raw.items():
+        key = f"tables.{name}"
+        table = build(TableConfig, data, key)
+        if not table.rows:
+            raise ConfigError(f"{key}.rows: expected at least one experiment")
+        for row in table.rows:
+            if row not in trained:
+                raise ConfigError(f"{key}.rows: {row!r} is not trained (runs.plain or runs.ptsl); "
+                                  f"allowed: {', '.join(sorted(trained))}")
+            if table.at == "long" and not experiments[row].long:
+                raise ConfigError(f"{key}.rows: {row!r} must set long: true to be reported at "
+                                  "train.long_steps")
+        if len({experiments[r].benchmark for r in table.rows}) > 1:
+            raise ConfigError(f"{key}.rows: all rows must share one benchmark")
+        tables[str(name)] = table
+    return tables
 
 
 def load_params(path: str | Path = "params.yaml") -> Params:
@@ -355,7 +486,11 @@ def run_config(params: Params, experiment: str, seed: int) -> RunConfig:
         raise ConfigError(f"--exp: unknown experiment {experiment!r}; allowed: "
                           f"{', '.join(params.experiments)}")
     exp = params.experiments[experiment]
-    if exp.method in PTSL_METHODS and exp.pal_dim is None:
+    if reads_pal_dim(exp):
         exp = dataclasses.replace(exp, pal_dim=params.pal_dim)
+    train = params.train
+    if exp.long and seed in params.long_seeds:
+        # 200k and 1M figures come from one run's curve: long seeds simply train further.
+        train = dataclasses.replace(train, steps=train.long_steps)
     return RunConfig(name=experiment, seed=seed, experiment=exp,
-                     env=params.env, sac=params.sac, train=params.train)
+                     env=params.env, sac=params.sac, train=train)

@@ -10,6 +10,7 @@ REPORTS = Path("reports")
 SCRATCH = Path(".scratch")        # ignored: resume checkpoints and the Meta-World task cache
 RESUME = SCRATCH / "resume"
 TASK_CACHE = SCRATCH / "tasks"
+PUBLISHED = Path("data/published.yaml")  # published numbers shown beside ours
 
 
 def run_id(experiment: str, seed: int) -> str:
