@@ -76,12 +76,17 @@ class TrainConfig:
     """Training-loop budget: counts are vector steps (one step of every task), as in the reference."""
 
     steps: int = _spec(ge=1, doc="the short reported step (paper: 200k)")
-    long_steps: int = _spec(ge=1, doc="the long reported step (paper: 1M), for long experiments")
     eval_every: int = _spec(ge=1)
     checkpoint_every: int = _spec(ge=1, doc="vector steps between scratch (resume) checkpoints")
+    long_steps: int | None = _spec(None, ge=1, doc="the long reported step (paper: 1M), for "
+                                                   "long experiments; unset means steps")
     eval_episodes: int = _spec(1, ge=1)
     device: str = _spec("auto", choices=("auto", "cpu", "cuda"))
     torch_threads: int = _spec(0, ge=0, doc="0 keeps torch's default")
+
+    def __post_init__(self) -> None:
+        if self.long_steps is None:  # a run without long seeds: one reported step
+            object.__setattr__(self, "long_steps", self.steps)
 
 
 @dataclass(frozen=True)
