@@ -6,11 +6,11 @@ from pathlib import Path
 
 from ptsl import load_agent
 from ptsl.cli import run_stage
-from ptsl.config import RunConfig, load_params
+from ptsl.config import RunConfig, load_params, reads_pal_dim
 from ptsl.envs import MultiTaskVecEnv, load_tasks
 from ptsl.evaluate import evaluate
 from ptsl.io import write_json_atomic
-from ptsl.paths import EVALS, RUNS, TASK_CACHE, run_id
+from ptsl.paths import EVALS, RUNS, TASK_CACHE, run_id, stage_id
 from ptsl.tracking import start_run
 
 
@@ -22,8 +22,10 @@ def main() -> None:
     ap.add_argument("--runs", default=str(RUNS))
     ap.add_argument("--out", default=str(EVALS))
     args = ap.parse_args()
-    episodes = load_params(args.params).evaluate.episodes
+    params = load_params(args.params)
+    episodes = params.evaluate.episodes
     name = run_id(args.exp, args.seed)
+    stage = stage_id("evaluate", args.exp, args.seed, reads_pal_dim(params.experiment(args.exp)))
     agent = load_agent(Path(args.runs) / name / "model.pt")
     cfg = RunConfig.from_dict(agent.meta["config"])
     tasks = load_tasks(cfg.experiment.benchmark, cfg.seed, TASK_CACHE)
@@ -37,7 +39,7 @@ def main() -> None:
               "success": res.mean_success, "return": res.mean_return,
               "parameter_count": agent.parameter_count(),
               "per_task": {n: float(s) for n, s in zip(tasks.names, res.success)}}
-    tracker = start_run("evaluate", name, stage=f"evaluate@{name}",
+    tracker = start_run("evaluate", name, stage=stage,
                         tags={"experiment": args.exp, "seed": str(args.seed)})
     tracker.log_params({"episodes": episodes, "experiment": args.exp, "seed": args.seed})
     tracker.log_metrics({"success": res.mean_success, "return": res.mean_return,

@@ -4,9 +4,9 @@ import argparse
 from pathlib import Path
 
 from ptsl.cli import run_stage
-from ptsl.config import PTSL_METHODS, load_params, run_config
+from ptsl.config import load_params, reads_pal_dim, run_config
 from ptsl.methods import check_buildable
-from ptsl.paths import RESUME, RUNS, TASK_CACHE, run_id
+from ptsl.paths import RESUME, RUNS, TASK_CACHE, run_id, stage_id
 from ptsl.tracking import start_run
 from ptsl.train import train, write_run_outputs
 
@@ -18,11 +18,12 @@ def main() -> None:
     ap.add_argument("--params", default="params.yaml")
     ap.add_argument("--out", default=str(RUNS))
     args = ap.parse_args()
-    cfg = run_config(load_params(args.params), args.exp, args.seed)
+    params = load_params(args.params)
+    cfg = run_config(params, args.exp, args.seed)
     check_buildable(cfg.experiment)
     name = run_id(args.exp, args.seed)
-    group = "train_ptsl" if cfg.experiment.method in PTSL_METHODS else "train"
-    tracker = start_run("train", name, stage=f"{group}@{name}",
+    stage = stage_id("train", args.exp, args.seed, reads_pal_dim(params.experiment(args.exp)))
+    tracker = start_run("train", name, stage=stage,
                         tags={"experiment": args.exp, "seed": str(args.seed),
                               "method": cfg.experiment.method})
     try:

@@ -71,3 +71,22 @@ def test_unbuildable_combination_fails_at_once_with_one_line(tmp_path):
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: experiments.bad: residual_mode='sum'")
     assert not (root / "data" / "runs").exists()
+
+
+def test_mlflow_runs_name_their_dvc_stage(project):
+    """train_ptsl/evaluate_ptsl runs say so; a PTSL experiment with its own pal_dim is in the plain
+    groups (t_care_ptsl_project), so the tag must follow the group, not the method."""
+    from mlflow.tracking import MlflowClient
+
+    stages = set(dvc(project, "stage", "list", "--name-only").stdout.split())
+    client = MlflowClient(tracking_uri=f"sqlite:///{project / 'mlflow.db'}")
+    tags = {}
+    for kind in ("train", "evaluate"):
+        exp = client.get_experiment_by_name(kind)
+        for run in client.search_runs([exp.experiment_id]):
+            tags[(kind, run.info.run_name)] = run.data.tags["dvc_stage"]
+    assert len(tags) == 2 * len(EXPERIMENTS)
+    assert set(tags.values()) <= stages
+    assert tags[("train", "t_care_ptsl-1")] == "train_ptsl@t_care_ptsl-1"
+    assert tags[("evaluate", "t_care_ptsl-1")] == "evaluate_ptsl@t_care_ptsl-1"
+    assert tags[("train", "t_care_ptsl_project-1")] == "train@t_care_ptsl_project-1"

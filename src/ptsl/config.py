@@ -164,6 +164,13 @@ class Params:
     budget: str = "small"
     budgets: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
+    def experiment(self, name: str) -> ExperimentConfig:
+        """The experiment ``name``; an unknown one is a :class:`ConfigError` listing the known."""
+        if name not in self.experiments:
+            raise ConfigError(f"--exp: unknown experiment {name!r}; allowed: "
+                              f"{', '.join(self.experiments)}")
+        return self.experiments[name]
+
     def table_step(self, table: TableConfig) -> int:
         """The vector step a table reports."""
         return self.train.long_steps if table.at == "long" else self.train.steps
@@ -487,10 +494,7 @@ def load_params(path: str | Path = "params.yaml") -> Params:
 
 def run_config(params: Params, experiment: str, seed: int) -> RunConfig:
     """Resolve the config of one training stage."""
-    if experiment not in params.experiments:
-        raise ConfigError(f"--exp: unknown experiment {experiment!r}; allowed: "
-                          f"{', '.join(params.experiments)}")
-    exp = params.experiments[experiment]
+    exp = params.experiment(experiment)
     if reads_pal_dim(exp):
         exp = dataclasses.replace(exp, pal_dim=params.pal_dim)
     train = params.train

@@ -16,3 +16,9 @@ PUBLISHED = Path("data/published.yaml")  # published numbers shown beside ours
 def run_id(experiment: str, seed: int) -> str:
     """``mt10_mtsac-1``: the run name used by DVC stages, folders and MLflow runs alike."""
     return f"{experiment}-{seed}"
+
+
+def stage_id(kind: str, experiment: str, seed: int, ptsl_group: bool) -> str:
+    """The DVC stage of a run: ``train@mt10_mtsac-1``, or ``train_ptsl@...`` for the experiments
+    in ``runs.ptsl`` (those reading the top-level pal_dim); ``kind`` is train or evaluate."""
+    return f"{kind}{'_ptsl' if ptsl_group else ''}@{run_id(experiment, seed)}"

@@ -88,9 +88,9 @@ def table_frame(params: Params, table: TableConfig, records: RunRecords,
         exp = params.experiments[name]
         final = scores_at(records.curves, name, seeds, step, "final")
         best = scores_at(records.curves, name, seeds, step, "best")
-        head = summarize((final if primary == "final" else best).values,
-                         params.report.bootstrap_reps, rng)
-        per_task[name] = ((final if primary == "final" else best).values.mean(0), final.tasks)
+        headline = final if primary == "final" else best
+        head = summarize(headline.values, params.report.bootstrap_reps, rng)
+        per_task[name] = (headline.values.mean(0), final.tasks)
         params_count = records.evals.loc[records.evals["experiment"] == name, "parameter_count"]
         rows.append({
             "experiment": name, "label": exp.label or name, "method": exp.method,
@@ -107,8 +107,7 @@ def _fmt(x: Any, spec: str = ".3f") -> str:
     return "—" if x is None or (isinstance(x, float) and np.isnan(x)) else format(x, spec)
 
 
-def table_markdown(frame: pd.DataFrame, table: TableConfig, primary: str,
-                   published: Published) -> str:
+def table_markdown(frame: pd.DataFrame, table: TableConfig, primary: str) -> str:
     """The table as GitHub markdown; the header names the primary metric."""
     what = "success at the step" if primary == "final" else "best success so far"
     lines = [f"| row | parameters | seeds | IQM {primary} [95% CI] | mean ± std {primary} | "
@@ -141,7 +140,7 @@ def write_reports(params: Params, records: RunRecords, published: Published,
     written: dict[str, Path] = {}
     for tname, table in params.tables.items():
         frame, per_task = table_frame(params, table, records, published, rng)
-        md = table_markdown(frame, table, params.report.primary, published)
+        md = table_markdown(frame, table, params.report.primary)
         write_text_atomic(out_dir / "tables" / f"{tname}.md", md)
         write_text_atomic(out_dir / "tables" / f"{tname}.csv", frame.to_csv(index=False))
         step, seeds = params.table_step(table), params.table_seeds(table)
