@@ -39,13 +39,11 @@ def make_project(dest: Path, experiments: dict[str, dict], seeds: list[int],
     for section, values in TINY_BUDGET.items():
         params[section].update(values)
     params["experiments"] = experiments
-    from ptsl.config import PTSL_METHODS
+    from ptsl.config import ExperimentConfig, reads_pal_dim
 
-    def reads_pal_dim(e: dict) -> bool:
-        return e["method"] in PTSL_METHODS and "pal_dim" not in e
-
-    params["runs"] = {"plain": [n for n, e in experiments.items() if not reads_pal_dim(e)],
-                      "ptsl": [n for n, e in experiments.items() if reads_pal_dim(e)]}
+    ptsl = {n for n, e in experiments.items() if reads_pal_dim(ExperimentConfig(**e))}
+    params["runs"] = {"plain": [n for n in experiments if n not in ptsl],
+                      "ptsl": [n for n in experiments if n in ptsl]}
     params["train"]["long_steps"] = long_steps
     params["seeds"] = seeds
     params["long_seeds"] = seeds[:1]

@@ -15,7 +15,7 @@ from pathlib import Path
 import yaml
 
 from .cli import run_stage
-from .config import ConfigError, apply_preset, parse_params
+from .config import ConfigError, apply_preset, dotted_parent, parse_params
 from .io import write_text_atomic
 
 
@@ -39,10 +39,7 @@ def switch(path: Path, name: str) -> dict:
     rt.width = 100
     doc = rt.load(text)
     for dotted, value in preset.items():
-        *parents, leaf = dotted.split(".")
-        node = doc
-        for part in parents:
-            node = node[part]
+        node, leaf = dotted_parent(doc, dotted, f"budgets.{name}")
         if isinstance(value, list):
             seq = CommentedSeq(value)
             seq.fa.set_flow_style()

@@ -14,7 +14,7 @@ import types
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, MutableMapping
 
 import yaml
 
@@ -322,6 +322,19 @@ def _validate_method_options(exp: ExperimentConfig, key: str) -> None:
                                   f"read it; remove it from {exp.method} experiments")
 
 
+def dotted_parent(root: MutableMapping[str, Any], dotted: str,
+                  key: str) -> tuple[MutableMapping[str, Any], str]:
+    """The mapping inside ``root`` that holds ``a.b.leaf``, and ``leaf``; a path that does not
+    exist is a :class:`ConfigError` under ``key`` (presets may only set existing keys)."""
+    *parents, leaf = dotted.split(".")
+    node: Any = root
+    for part in parents:
+        node = node.get(part) if isinstance(node, Mapping) else None
+    if not isinstance(node, MutableMapping) or leaf not in node:
+        raise ConfigError(f"{key}.{dotted}: no such key in params.yaml")
+    return node, leaf
+
+
 def apply_preset(raw: Mapping[str, Any], preset: Any, key: str) -> dict[str, Any]:
     """A copy of ``raw`` with a budget preset's ``dotted.key: value`` entries applied."""
     import copy
@@ -330,12 +343,7 @@ def apply_preset(raw: Mapping[str, Any], preset: Any, key: str) -> dict[str, Any
         raise ConfigError(f"{key}: expected a mapping of dotted.key -> value")
     out = copy.deepcopy(dict(raw))
     for dotted, value in preset.items():
-        *parents, leaf = str(dotted).split(".")
-        node = out
-        for part in parents:
-            node = node.get(part) if isinstance(node, Mapping) else None
-        if not isinstance(node, dict) or leaf not in node:
-            raise ConfigError(f"{key}.{dotted}: no such key in params.yaml")
+        node, leaf = dotted_parent(out, str(dotted), key)
         node[leaf] = copy.deepcopy(value)
     out["budget"] = key.split(".")[-1]
     return out

@@ -66,8 +66,8 @@ def scores_at(curves: pd.DataFrame, experiment: str, seeds: Sequence[int], step:
     ``kind="final"`` takes the evaluation at exactly ``step``. ``kind="best"`` takes the run's
     evaluation at steps <= ``step`` with the highest mean success over tasks (best so far; the
     earliest on ties) and reports that evaluation's per-task values, so a run is never credited
-    with task peaks reached at different times. The run must still have an evaluation at exactly ``step`` so that every run is reported at
-    the same budget. Rows follow ``seeds``, columns the task order of the curve files.
+    with task peaks reached at different times. The run must still have an evaluation at exactly
+    ``step`` so that every run is reported at the same budget. Rows follow ``seeds``, columns the task order of the curve files.
 
     Raises ValueError when a run is missing, has no evaluation (or more than one) at ``step``,
     or lacks a task's value there.

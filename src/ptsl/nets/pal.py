@@ -8,8 +8,9 @@ bias-free down/up projections ``D``/``U`` (never per task) and a low-rank task l
 Departure from the reference's mechanics (not its maths): the reference stores the batch's task
 indices in every layer through a ``set_indices`` side channel before each forward; here the
 task index tensor is an argument of ``forward`` and ``W_t``/``c_t`` are gathered per row, so a
-mixed-task batch needs no state. The arithmetic (gather, batched matmul, residual mixing) is the
-reference's.
+mixed-task batch needs no state. Each row's task layer is computed as every task's layer in one
+GEMM followed by a per-row selection instead of the reference's gather and batched matmul: the
+same values and gradients, faster on CPU. The residual mixing is the reference's.
 """
 
 from __future__ import annotations
@@ -118,9 +119,9 @@ class PALLayer(nn.Module):
         z_raw = self.down(x) if self.down is not None else x
         z = mix(z_raw, *prev) if (mix is not None and prev is not None) else z_raw
         # Every task's layer in one GEMM, then each row keeps its own task's output. Same values
-        # as gathering W[task] per row and a batched matmul, but several times faster on CPU,
-        # where the gather's backward is a slow scatter-add; rows of other tasks contribute
-        # exact zeros to a task's gradient.
+        # as gathering W[task] per row and a batched matmul, but faster on CPU (about 1.5x for a
+        # whole SAC update), where the gather's backward is a slow scatter-add; rows of other
+        # tasks contribute exact zeros to a task's gradient.
         n, p_in, p_out = self.task_weight.shape
         y_all = (z @ self.task_weight.transpose(0, 1).reshape(p_in, n * p_out)).view(-1, n, p_out)
         rows = torch.arange(z.shape[0], device=z.device)
