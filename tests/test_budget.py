@@ -33,6 +33,7 @@ def test_switch_to_paper_and_back(params_file):
     assert "# The budget switch" in text and "seeds: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]" in text
     switch(params_file, "small")
     assert yaml.safe_load(params_file.read_text()) == yaml.safe_load(original)
+    assert params_file.read_text() == original  # a round trip leaves no diff in git
 
 
 def test_unknown_budget_is_one_line_and_writes_nothing(params_file):

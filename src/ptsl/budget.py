@@ -37,6 +37,7 @@ def switch(path: Path, name: str) -> dict:
     rt = YAML()
     rt.preserve_quotes = True
     rt.width = 100
+    rt.indent(mapping=2, sequence=4, offset=2)  # the block-list style params.yaml uses
     doc = rt.load(text)
     for dotted, value in preset.items():
         node, leaf = dotted_parent(doc, dotted, f"budgets.{name}")
