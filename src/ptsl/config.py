@@ -81,8 +81,6 @@ class TrainConfig:
     long_steps: int | None = _spec(None, ge=1, doc="the long reported step (paper: 1M), for "
                                                    "long experiments; unset means steps")
     eval_episodes: int = _spec(1, ge=1)
-    device: str = _spec("auto", choices=("auto", "cpu", "cuda"))
-    torch_threads: int = _spec(0, ge=0, doc="0 keeps torch's default")
 
     def __post_init__(self) -> None:
         if self.long_steps is None:  # a run without long seeds: one reported step
@@ -207,8 +205,14 @@ class RunConfig:
             experiment=build(ExperimentConfig, data["experiment"], "experiment"),
             env=build(EnvConfig, data["env"], "env"),
             sac=build(SACConfig, data["sac"], "sac"),
-            train=build(TrainConfig, data["train"], "train"),
+            train=build(TrainConfig, {k: v for k, v in data["train"].items()
+                                      if k not in _RETIRED_TRAIN_KEYS}, "train"),
         )
+
+
+# Keys that older saved agents carry in their config; the machine now chooses them
+# (:mod:`ptsl.runtime`), so they are dropped when such an agent is loaded.
+_RETIRED_TRAIN_KEYS = ("device", "torch_threads")
 
 
 # --------------------------------------------------------------------------------------------

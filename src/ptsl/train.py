@@ -28,6 +28,7 @@ from .config import RunConfig
 from .envs import MultiTaskVecEnv, load_tasks
 from .evaluate import evaluate
 from .methods import Shapes, build_agent
+from .runtime import Runtime
 from .tracking import NullTracker, Tracker
 
 
@@ -40,14 +41,6 @@ class TrainResult:
     parameter_count: int
     wall_seconds: float
     resumed_from: int
-
-
-def resolve_device(name: str) -> torch.device:
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if name == "cuda" and not torch.cuda.is_available():
-        raise RuntimeError("train.device is 'cuda' but torch sees no CUDA device; use auto or cpu")
-    return torch.device(name)
 
 
 def _eval_row(step: int, agent: MultiTaskSAC, env: MultiTaskVecEnv, episodes: int,
@@ -85,19 +78,20 @@ class _ScratchCheckpoint:
 
 
 def train(cfg: RunConfig, *, scratch_dir: Path | None = None, task_cache: Path | None = None,
-          tracker: Tracker | None = None, progress: bool = True,
+          tracker: Tracker | None = None, progress: bool = True, runtime: Runtime | None = None,
           on_eval: Callable[[dict[str, float]], None] | None = None) -> TrainResult:
     """Train one (experiment, seed) run to ``cfg.train.steps`` vector steps.
 
     If a scratch checkpoint for this exact config exists (an interrupted earlier attempt), the
     run resumes from it. Raises :class:`ptsl.agent.TrainingDiverged` on a loss blow-up.
+    ``runtime`` (device, threads, update path) defaults to :meth:`Runtime.from_env`.
     """
     tracker = tracker or NullTracker()
     t0 = time.perf_counter()
     tc, sac = cfg.train, cfg.sac
-    if tc.torch_threads:
-        torch.set_num_threads(tc.torch_threads)
-    device = resolve_device(tc.device)
+    runtime = runtime or Runtime.from_env()
+    runtime.apply_threads()
+    device = runtime.torch_device()
     tasks = load_tasks(cfg.experiment.benchmark, cfg.seed, task_cache)
     env = MultiTaskVecEnv(tasks, cfg.env, cfg.seed)
     # A separate evaluation env with the same goals (upstream mtrl; PTSL's HEAD reuses the
