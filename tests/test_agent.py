@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from ptsl.agent import TrainingDiverged, squashed_sample
+from ptsl.agent import TrainingDiverged, check_losses, squashed_sample
 from ptsl.buffer import ReplayBuffer
 from ptsl.config import EnvConfig, ExperimentConfig, RunConfig, SACConfig, TrainConfig
 from ptsl.methods import Shapes, build_agent
@@ -97,7 +97,8 @@ def test_same_seed_same_losses():
         agent = build_agent(_cfg(seed), SHAPES, tuple("abcde"))
         rng = np.random.default_rng(seed)
         buf = _buffer(seed=seed)
-        return [agent.update(buf.sample(64, rng), s) for s in range(4)]
+        return [{k: float(v) for k, v in agent.update(buf.sample(64, rng), s).items()}
+                for s in range(4)]
 
     assert losses(3) == losses(3)
     assert losses(3) != losses(4)
@@ -114,6 +115,7 @@ def test_actor_update_trains_trunk_only_and_critic_loss_trains_critic():
 
 def test_divergence_guard_names_step_and_value():
     agent = build_agent(_cfg(), SHAPES, tuple("abcde"))
+    agent.fast_path = False  # the plain path checks every loss at once
     buf = _buffer()
     buf.reward[:] = 1e6  # a critic loss far above the reference guard of 1e8
     with pytest.raises(TrainingDiverged, match=r"step 17: critic_loss = .* exceeds the guard 1e\+08"):
@@ -135,3 +137,18 @@ def test_save_load_roundtrip(tmp_path):
     assert loaded.meta["task_names"] == list("abcde")
     with pytest.raises(FileNotFoundError):
         load_agent(tmp_path / "missing.pt")
+
+
+def test_fast_path_guard_reads_losses_later_and_still_names_the_step():
+    agent = build_agent(_cfg(), SHAPES, tuple("abcde"))
+    assert agent.fast_path
+    buf = _buffer()
+    rng = np.random.default_rng(0)
+    history = [(s, agent.update(buf.sample(64, rng), s)) for s in range(3)]
+    means = check_losses(history, agent.hp.critic_loss_guard)  # finite: returns the means
+    assert set(means) == {"critic_loss", "actor_loss", "alpha_loss", "alpha_mean", "entropy"}
+    assert means["critic_loss"] == pytest.approx(np.mean([float(h[1]["critic_loss"]) for h in history]))
+    buf.reward[:] = np.nan
+    history.append((41, agent.update(buf.sample(64, rng), 41)))  # no host read, no raise here
+    with pytest.raises(TrainingDiverged, match="step 41: critic_loss = nan is not finite"):
+        check_losses(history, agent.hp.critic_loss_guard)

@@ -13,7 +13,7 @@ import copy
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import torch
@@ -123,6 +123,43 @@ def _soft_update(src: nn.Module, dst: nn.Module, tau: float) -> None:
             tp.lerp_(p, tau)
 
 
+def _soft_update_foreach(src: nn.Module, dst: nn.Module, tau: float) -> None:
+    """:func:`_soft_update` as one foreach call (the same lerp, element for element)."""
+    dst_params = list(dst.parameters())
+    if dst_params:
+        with torch.no_grad():
+            torch._foreach_lerp_(dst_params, list(src.parameters()), tau)
+
+
+#: Losses the divergence guard bounds from above (the reference aborts above 1e8); the others
+#: only have to be finite.
+GUARDED_LOSSES = ("critic_loss",)
+
+
+def check_losses(history: Sequence[tuple[int, Mapping[str, torch.Tensor]]],
+                 guard: float) -> dict[str, float]:
+    """Check the losses of recent updates and return their means on the host.
+
+    ``history`` holds ``(step, losses)`` pairs in order. Raises :class:`TrainingDiverged` naming
+    the first step and loss that is not finite or, for the critic loss, exceeds ``guard``. All
+    values are read in one transfer, so calling this every N updates costs one device
+    synchronisation per N updates instead of several per update.
+    """
+    if not history:
+        return {}
+    names = list(history[0][1])
+    values = torch.stack([torch.stack([losses[n].detach().float() for n in names])
+                          for _, losses in history]).cpu()
+    limits = torch.tensor([guard if n in GUARDED_LOSSES else math.inf for n in names])
+    bad = ~torch.isfinite(values) | (values > limits)
+    if bool(bad.any()):
+        row, col = (int(i) for i in bad.nonzero()[0])
+        name, v = names[col], float(values[row, col])
+        why = "is not finite" if not math.isfinite(v) else f"exceeds the guard {guard:g}"
+        raise TrainingDiverged(f"training stopped at step {history[row][0]}: {name} = {v:g} {why}")
+    return {n: float(m) for n, m in zip(names, values.double().mean(0))}
+
+
 class MultiTaskSAC(nn.Module):
     """Multi-task SAC with disentangled (per-task) temperatures.
 
@@ -147,12 +184,16 @@ class MultiTaskSAC(nn.Module):
         self.generator = generator
         self.meta = dict(meta or {})
         actor_params = nets.actor_params or list(nets.actor.trunk.parameters())
-        self.actor_opt = torch.optim.Adam(actor_params, lr=hp.actor_lr)
-        self.critic_opt = torch.optim.Adam(self.critic.parameters(), lr=hp.critic_lr)
-        self.alpha_opt = torch.optim.Adam([self.log_alpha], lr=hp.alpha_lr)
+        self._actor_params = list(actor_params)
+        # foreach Adam: one kernel per step for all tensors; on CPU the same bytes as the loop.
+        self.actor_opt = torch.optim.Adam(self._actor_params, lr=hp.actor_lr, foreach=True)
+        self.critic_opt = torch.optim.Adam(self.critic.parameters(), lr=hp.critic_lr, foreach=True)
+        self.alpha_opt = torch.optim.Adam([self.log_alpha], lr=hp.alpha_lr, foreach=True)
         self.task_encoder_opt = (
-            torch.optim.Adam(self.task_encoder.parameters(), lr=hp.task_encoder_lr)
+            torch.optim.Adam(self.task_encoder.parameters(), lr=hp.task_encoder_lr, foreach=True)
             if self.task_encoder is not None else None)
+        #: Run the update's fast path (see :meth:`update`); :mod:`ptsl.runtime` sets it.
+        self.fast_path = True
 
     @property
     def device(self) -> torch.device:
@@ -187,16 +228,19 @@ class MultiTaskSAC(nn.Module):
         out = action.cpu().numpy()
         return out[0] if single else out
 
-    def _check(self, name: str, value: torch.Tensor, step: int, limit: float | None = None) -> float:
-        v = float(value.detach())
-        if not math.isfinite(v) or (limit is not None and v > limit):
-            why = "is not finite" if not math.isfinite(v) else f"exceeds the guard {limit:g}"
-            raise TrainingDiverged(f"training stopped at step {step}: {name} = {v:g} {why}")
-        return v
+    def update(self, batch: Batch, step: int) -> dict[str, torch.Tensor]:
+        """One SAC update on ``batch`` in the reference order; returns the losses (0-dim tensors).
 
-    def update(self, batch: Batch, step: int) -> dict[str, float]:
-        """One SAC update on ``batch`` in the reference order; returns the losses."""
+        Plain path (``fast_path`` false): every loss is read on the host at once and the
+        divergence guard stops before the step that would use it. Fast path: the same arithmetic
+        run differently: the actor loss backpropagates into the actor's parameters only (the
+        critic's weight gradients, which the plain path forms and then throws away at the next
+        critic ``zero_grad``, are never computed), soft updates are one foreach call, and the
+        losses stay on the device for :func:`check_losses` to read every few updates, so nothing
+        waits for the device. Both paths give the same parameters (a test compares them).
+        """
         hp = self.hp
+        fast = self.fast_path
         task = batch.task
         if self.task_encoder_opt is not None:
             self.task_encoder_opt.zero_grad(set_to_none=True)
@@ -211,7 +255,8 @@ class MultiTaskSAC(nn.Module):
             target_q = batch.reward + batch.not_done * hp.discount * target_v
         q1, q2 = self.critic(batch.obs, batch.action, task, task_enc)
         critic_loss = F.mse_loss(q1, target_q) + F.mse_loss(q2, target_q)
-        critic_value = self._check("critic_loss", critic_loss, step, hp.critic_loss_guard)
+        if not fast:
+            check_losses([(step, {"critic_loss": critic_loss})], hp.critic_loss_guard)
         self.critic_opt.zero_grad(set_to_none=True)
         critic_loss.backward()
         self.critic_opt.step()
@@ -222,25 +267,29 @@ class MultiTaskSAC(nn.Module):
         aq1, aq2 = self.critic(batch.obs, action, task, enc_nograd, detach_encoder=True)
         alpha = self.alpha(task)
         actor_loss = (alpha.detach() * log_pi - torch.min(aq1, aq2)).mean()
-        actor_value = self._check("actor_loss", actor_loss, step)
+        if not fast:
+            check_losses([(step, {"actor_loss": actor_loss})], hp.critic_loss_guard)
         self.actor_opt.zero_grad(set_to_none=True)
-        actor_loss.backward()
+        actor_loss.backward(inputs=self._actor_params if fast else None)
         self.actor_opt.step()
         # Reference quirk kept: the loss is written on alpha = exp(log alpha), not on log alpha.
         alpha_loss = (alpha * (-log_pi - self.target_entropy).detach()).mean()
-        alpha_value = self._check("alpha_loss", alpha_loss, step)
+        if not fast:
+            check_losses([(step, {"alpha_loss": alpha_loss})], hp.critic_loss_guard)
         self.alpha_opt.zero_grad(set_to_none=True)
         alpha_loss.backward()
         self.alpha_opt.step()
 
-        _soft_update(self.critic.q1, self.critic_target.q1, hp.tau)
-        _soft_update(self.critic.q2, self.critic_target.q2, hp.tau)
-        _soft_update(self.critic.encoder, self.critic_target.encoder, hp.encoder_tau)
+        soft_update = _soft_update_foreach if fast else _soft_update
+        soft_update(self.critic.q1, self.critic_target.q1, hp.tau)
+        soft_update(self.critic.q2, self.critic_target.q2, hp.tau)
+        soft_update(self.critic.encoder, self.critic_target.encoder, hp.encoder_tau)
         if self.task_encoder_opt is not None:
             self.task_encoder_opt.step()
-        return {"critic_loss": critic_value, "actor_loss": actor_value, "alpha_loss": alpha_value,
-                "alpha_mean": float(self.log_alpha.detach().exp().mean()),
-                "entropy": float(-log_pi.detach().mean())}
+        with torch.no_grad():
+            return {"critic_loss": critic_loss.detach(), "actor_loss": actor_loss.detach(),
+                    "alpha_loss": alpha_loss.detach(), "alpha_mean": self.log_alpha.exp().mean(),
+                    "entropy": -log_pi.detach().mean()}
 
     # ---------------------------------------------------------------- persistence
     def training_state(self) -> dict[str, Any]:

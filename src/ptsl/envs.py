@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import pickle
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -191,13 +192,45 @@ class MultiTaskVecEnv:
         self.action_low = self._vec.single_action_space.low
         self.action_high = self._vec.single_action_space.high
         self.episode_length = env_cfg.episode_length
+        self._pending: Future | bool | None = None
+        self._thread: ThreadPoolExecutor | None = None
 
     def reset(self) -> np.ndarray:
         obs, _ = self._vec.reset()
         return obs
 
     def step(self, actions: np.ndarray) -> StepResult:
-        obs, reward, terminated, truncated, info = self._vec.step(actions)
+        """Step every task with one action each (row ``i`` for task ``i``)."""
+        self.step_async(actions)
+        return self.step_wait()
+
+    def step_async(self, actions: np.ndarray) -> None:
+        """Start a step and return at once; :meth:`step_wait` collects it.
+
+        ``async`` sub-environments step in their worker processes; ``sync`` ones in one worker
+        thread (MuJoCo and torch release the GIL while they compute), so the caller can run the
+        SAC update meanwhile. Nothing else touches these environments until :meth:`step_wait`,
+        so the result is the same as a plain :meth:`step`.
+        """
+        if self._pending is not None:
+            raise RuntimeError("step_async called twice without step_wait")
+        if isinstance(self._vec, gym.vector.AsyncVectorEnv):
+            self._vec.step_async(actions)
+            self._pending = True
+        else:
+            if self._thread is None:
+                self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="vecenv")
+            self._pending = self._thread.submit(self._vec.step, np.array(actions))
+
+    def step_wait(self) -> StepResult:
+        """Finish the step started by :meth:`step_async`."""
+        pending, self._pending = self._pending, None
+        if pending is None:
+            raise RuntimeError("step_wait called without step_async")
+        if pending is True:
+            obs, reward, terminated, truncated, info = self._vec.step_wait()
+        else:
+            obs, reward, terminated, truncated, info = pending.result()
         return StepResult(obs=obs, reward=reward.astype(np.float32), terminated=terminated,
                           truncated=bool(truncated.all()),
                           success=np.asarray(info["success"], dtype=np.float32),
@@ -216,4 +249,11 @@ class MultiTaskVecEnv:
         self._vec.set_attr("protocol_state", states)
 
     def close(self) -> None:
+        if self._pending is not None:  # let a started step finish before closing its envs
+            try:
+                self.step_wait()
+            except Exception:  # noqa: BLE001 - closing after a failure; the failure is raised elsewhere
+                pass
+        if self._thread is not None:
+            self._thread.shutdown(wait=True)
         self._vec.close()

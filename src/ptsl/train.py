@@ -22,7 +22,7 @@ import pandas as pd
 import torch
 from tqdm import tqdm
 
-from .agent import MultiTaskSAC
+from .agent import MultiTaskSAC, check_losses
 from .buffer import ReplayBuffer
 from .config import RunConfig
 from .envs import MultiTaskVecEnv, load_tasks
@@ -99,6 +99,7 @@ def train(cfg: RunConfig, *, scratch_dir: Path | None = None, task_cache: Path |
     eval_env = MultiTaskVecEnv(tasks, cfg.env, cfg.seed, normalize_reward=False, vector="sync")
     shapes = Shapes(env.obs_dim, env.action_dim, env.num_tasks)
     agent = build_agent(cfg, shapes, tasks.names, device=device)
+    agent.fast_path = runtime.fast
     buffer = ReplayBuffer(sac.buffer_capacity, env.obs_dim, env.action_dim)
     rng = np.random.default_rng(cfg.seed)
     checkpoint = _ScratchCheckpoint(scratch_dir, cfg)
@@ -114,7 +115,10 @@ def train(cfg: RunConfig, *, scratch_dir: Path | None = None, task_cache: Path |
         start = state["step"]
     last_checkpoint = start
     obs = env.reset()
-    losses: dict[str, list[float]] = {}
+    # Losses stay on the device; they are checked and averaged once per episode (one host
+    # transfer per episode_length updates), and before any checkpoint is written.
+    losses: list[tuple[int, dict[str, torch.Tensor]]] = []
+    guard = sac.critic_loss_guard
     bar = tqdm(total=tc.steps, initial=start, disable=not progress, unit="step",
                desc=f"{cfg.name}-{cfg.seed}", mininterval=2.0, dynamic_ncols=True)
     try:
@@ -126,16 +130,22 @@ def train(cfg: RunConfig, *, scratch_dir: Path | None = None, task_cache: Path |
                 bar.set_postfix(success=f"{row['success']:.2f}")
                 if on_eval:
                     on_eval(row)
+            # The action is chosen before the update (reference order), so on the fast path the
+            # environments step while the update runs: step_async, update, step_wait.
             if step < sac.init_steps:
                 action = env.sample_actions(rng)
             else:
                 action = agent.act(obs, env.task_ids, deterministic=False)
+            if runtime.fast:
+                env.step_async(action)
+            if step >= sac.init_steps:
                 n_updates = sac.init_steps if step == sac.init_steps else 1
                 for _ in range(n_updates):
-                    out = agent.update(buffer.sample(sac.batch_size, rng, device), step)
-                    for k, v in out.items():
-                        losses.setdefault(k, []).append(v)
-            res = env.step(action)
+                    losses.append((step, agent.update(buffer.sample(sac.batch_size, rng, device),
+                                                      step)))
+            if not runtime.fast:  # plain path: step after the update, nothing overlapped
+                env.step_async(action)
+            res = env.step_wait()
             buffer.add(obs, action, res.reward, res.obs, 1.0 - res.terminated, env.task_ids)
             obs = res.obs
             bar.update(1)
@@ -143,14 +153,15 @@ def train(cfg: RunConfig, *, scratch_dir: Path | None = None, task_cache: Path |
             if res.truncated:
                 obs = env.reset()
                 if losses:
-                    tracker.log_metrics({f"train/{k}": float(np.mean(v)) for k, v in losses.items()},
-                                        done)
-                    losses = {}
+                    means = check_losses(losses, guard)
+                    tracker.log_metrics({f"train/{k}": v for k, v in means.items()}, done)
+                    losses = []
                 if done - last_checkpoint >= tc.checkpoint_every and done < tc.steps:
                     checkpoint.save({"step": done, "agent": agent.training_state(),
                                      "buffer": buffer.state_dict(), "rng": rng.bit_generator.state,
                                      "env": env.get_state(), "curve": curve})
                     last_checkpoint = done
+        check_losses(losses, guard)  # a run that ends mid-episode is checked before it is saved
         if not (curve and curve[-1]["step"] == tc.steps):
             row = _eval_row(tc.steps, agent, eval_env, tc.eval_episodes, tc.steps * env.num_tasks)
             curve.append(row)
