@@ -240,3 +240,28 @@ def test_project_residual_leaves_only_output_task_bias_alive():
     agent = _agent(shared=True, residual="project")
     last = len(agent.actor.trunk.layers) - 1
     assert _changed_task_params(agent, 5) == {f"layers.{last}.task_bias"}
+
+
+@pytest.mark.parametrize("layer", ["grouped", "every_task"])
+def test_task_layer_implementations_match_the_reference_gather(layer):
+    """Both ways of computing the task layer give the reference's per-row gather and batched
+    matmul (values and gradients), including a batch where one task has no row."""
+    from ptsl.nets.pal import task_layer_every_task, task_layer_grouped
+
+    fn = {"grouped": task_layer_grouped, "every_task": task_layer_every_task}[layer]
+    g = torch.Generator().manual_seed(0)
+    task = torch.tensor([3, 0, 0, 2, 3, 3, 0, 2, 2, 0] * 7)  # task 1 absent
+    ins = [torch.randn(70, 6, generator=g), torch.randn(4, 6, 5, generator=g),
+           torch.randn(4, 5, generator=g)]
+    ref_ins = [t.clone().requires_grad_() for t in ins]
+    got_ins = [t.clone().requires_grad_() for t in ins]
+    z, w, b = ref_ins
+    ref = torch.bmm(z.unsqueeze(1), w[task]).squeeze(1) + b[task]
+    got = fn(*got_ins, task)
+    torch.testing.assert_close(got, ref)
+    grad = torch.randn(70, 5, generator=g)
+    ref.backward(grad)
+    got.backward(grad)
+    for r, o in zip(ref_ins, got_ins):
+        torch.testing.assert_close(o.grad, r.grad)
+    assert torch.all(got_ins[1].grad[1] == 0) and torch.all(got_ins[2].grad[1] == 0)

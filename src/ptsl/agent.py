@@ -53,14 +53,17 @@ class Actor(nn.Module):
         return mu, log_std
 
 
-def squashed_sample(mu: torch.Tensor, log_std: torch.Tensor,
-                    generator: torch.Generator | None) -> tuple[torch.Tensor, torch.Tensor]:
-    """Reparameterised tanh-Gaussian sample and its log-probability (mtrl ``actor.py``)."""
+def squashed_sample(mu: torch.Tensor, log_std: torch.Tensor, generator: torch.Generator | None,
+                    with_log_prob: bool = True) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Reparameterised tanh-Gaussian sample and its log-probability (mtrl ``actor.py``);
+    ``with_log_prob=False`` (acting) skips the log-probability: the same sample, less work."""
     noise = torch.randn(mu.shape, generator=generator, device=mu.device, dtype=mu.dtype)
     pre = mu + noise * log_std.exp()
+    action = torch.tanh(pre)
+    if not with_log_prob:
+        return action, None
     log_pi = (-0.5 * noise.pow(2) - log_std).sum(-1, keepdim=True) \
         - 0.5 * math.log(2 * math.pi) * mu.shape[-1]
-    action = torch.tanh(pre)
     log_pi = log_pi - torch.log(F.relu(1 - action.pow(2)) + 1e-6).sum(-1, keepdim=True)
     return action, log_pi
 
@@ -206,7 +209,7 @@ class MultiTaskSAC(nn.Module):
     def encode_task(self, task: torch.Tensor) -> torch.Tensor | None:
         return None if self.task_encoder is None else self.task_encoder(task)
 
-    @torch.no_grad()
+    @torch.inference_mode()
     def act(self, obs: np.ndarray, task: np.ndarray | int, deterministic: bool = True) -> np.ndarray:
         """Action(s) for observation(s) ``obs`` of task(s) ``task``.
 
@@ -214,17 +217,19 @@ class MultiTaskSAC(nn.Module):
         matching task index or indices. Deterministic acting returns ``tanh(mean)``.
         """
         single = np.ndim(obs) == 1
-        obs_t = torch.as_tensor(np.atleast_2d(obs), dtype=torch.float32, device=self.device)
-        task_t = torch.as_tensor(np.atleast_1d(task), dtype=torch.int64, device=self.device)
-        if task_t.numel() != obs_t.shape[0]:
-            raise ValueError(f"got {obs_t.shape[0]} observations but {task_t.numel()} task indices")
-        if int(task_t.min()) < 0 or int(task_t.max()) >= self.num_tasks:
+        obs_np, task_np = np.atleast_2d(obs), np.atleast_1d(task)
+        if task_np.size != obs_np.shape[0]:
+            raise ValueError(f"got {obs_np.shape[0]} observations but {task_np.size} task indices")
+        if task_np.min() < 0 or task_np.max() >= self.num_tasks:  # checked on the host: no sync
             raise ValueError(f"task index out of range [0, {self.num_tasks})")
-        was_training = self.training
-        self.eval()
+        obs_t = torch.as_tensor(obs_np, dtype=torch.float32, device=self.device)
+        task_t = torch.as_tensor(task_np, dtype=torch.int64, device=self.device)
+        # No network here behaves differently in train() and eval() mode (no dropout, no batch
+        # norm), so acting does not switch modes; that walk over every module cost as much as
+        # the forward pass of a 10-row batch.
         mu, log_std = self.actor(obs_t, task_t, self.encode_task(task_t))
-        action = torch.tanh(mu) if deterministic else squashed_sample(mu, log_std, self.generator)[0]
-        self.train(was_training)
+        action = torch.tanh(mu) if deterministic else \
+            squashed_sample(mu, log_std, self.generator, with_log_prob=False)[0]
         out = action.cpu().numpy()
         return out[0] if single else out
 

@@ -165,6 +165,45 @@ class StepResult:
     raw_reward: np.ndarray
 
 
+class SerialEnvs:
+    """Sub-environments stepped one after another in this process, with the slice of
+    gymnasium's vector-env interface that :class:`MultiTaskVecEnv` uses.
+
+    gymnasium's ``SyncVectorEnv`` does the same steps but merges every step's info dictionaries
+    key by key and deep-copies the observations, which cost about a tenth of the step rate here.
+    Autoreset is never wanted (all tasks reset together), so there is none.
+    """
+
+    def __init__(self, fns: list[Any]) -> None:
+        self.envs = [fn() for fn in fns]
+        self.single_observation_space = self.envs[0].observation_space
+        self.single_action_space = self.envs[0].action_space
+
+    def reset(self) -> tuple[np.ndarray, dict]:
+        return np.stack([env.reset()[0] for env in self.envs]), {}
+
+    def step(self, actions: np.ndarray) -> tuple[np.ndarray, ...]:
+        n = len(self.envs)
+        obs = np.empty((n, *self.single_observation_space.shape), np.float32)
+        reward, success, raw = np.empty(n), np.empty(n), np.empty(n)
+        terminated, truncated = np.empty(n, bool), np.empty(n, bool)
+        for i, env in enumerate(self.envs):
+            obs[i], reward[i], terminated[i], truncated[i], info = env.step(actions[i])
+            success[i], raw[i] = info["success"], info["raw_reward"]
+        return obs, reward, terminated, truncated, {"success": success, "raw_reward": raw}
+
+    def get_attr(self, name: str) -> tuple[Any, ...]:
+        return tuple(getattr(env, name) for env in self.envs)
+
+    def set_attr(self, name: str, values: list[Any]) -> None:
+        for env, value in zip(self.envs, values, strict=True):
+            setattr(env, name, value)
+
+    def close(self) -> None:
+        for env in self.envs:
+            env.close()
+
+
 class MultiTaskVecEnv:
     """All tasks of a benchmark stepped together; row ``i`` is task ``i`` (``task_ids``).
 
@@ -183,7 +222,7 @@ class MultiTaskVecEnv:
         if mode == "async":
             self._vec = gym.vector.AsyncVectorEnv(fns, context="spawn", **kwargs)
         else:
-            self._vec = gym.vector.SyncVectorEnv(fns, **kwargs)
+            self._vec = SerialEnvs(fns)
         self.tasks = tasks
         self.num_tasks = tasks.num_tasks
         self.task_ids = np.arange(self.num_tasks, dtype=np.int64)

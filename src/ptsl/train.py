@@ -79,12 +79,15 @@ class _ScratchCheckpoint:
 
 def train(cfg: RunConfig, *, scratch_dir: Path | None = None, task_cache: Path | None = None,
           tracker: Tracker | None = None, progress: bool = True, runtime: Runtime | None = None,
-          on_eval: Callable[[dict[str, float]], None] | None = None) -> TrainResult:
+          on_eval: Callable[[dict[str, float]], None] | None = None,
+          on_step: Callable[[int], None] | None = None) -> TrainResult:
     """Train one (experiment, seed) run to ``cfg.train.steps`` vector steps.
 
     If a scratch checkpoint for this exact config exists (an interrupted earlier attempt), the
     run resumes from it. Raises :class:`ptsl.agent.TrainingDiverged` on a loss blow-up.
     ``runtime`` (device, threads, update path) defaults to :meth:`Runtime.from_env`.
+    ``on_eval`` gets each evaluation's curve row; ``on_step`` the number of vector steps done
+    after each one (progress views, throughput measurements).
     """
     tracker = tracker or NullTracker()
     t0 = time.perf_counter()
@@ -150,6 +153,8 @@ def train(cfg: RunConfig, *, scratch_dir: Path | None = None, task_cache: Path |
             obs = res.obs
             bar.update(1)
             done = step + 1
+            if on_step:
+                on_step(done)
             if res.truncated:
                 obs = env.reset()
                 if losses:

@@ -8,9 +8,9 @@ bias-free down/up projections ``D``/``U`` (never per task) and a low-rank task l
 Departure from the reference's mechanics (not its maths): the reference stores the batch's task
 indices in every layer through a ``set_indices`` side channel before each forward; here the
 task index tensor is an argument of ``forward`` and ``W_t``/``c_t`` are gathered per row, so a
-mixed-task batch needs no state. Each row's task layer is computed as every task's layer in one
-GEMM followed by a per-row selection instead of the reference's gather and batched matmul: the
-same values and gradients, faster on CPU. The residual mixing is the reference's.
+mixed-task batch needs no state. Each row's task layer is computed by :func:`task_layer` (rows
+grouped by task on CPU, one GEMM over every task on a GPU) instead of the reference's gather and
+batched matmul: the same values and gradients, faster. The residual mixing is the reference's.
 """
 
 from __future__ import annotations
@@ -34,6 +34,43 @@ def keep_up_projection(out_dim: int, p_in: int, pal_dim: int, num_tasks: int) ->
     """Reference rule: an own up-projection is kept iff it needs no more parameters than
     letting the task layers write the ``out_dim`` output directly (``p_in``: task-layer input)."""
     return out_dim * pal_dim + num_tasks * (p_in + 1) * pal_dim <= num_tasks * (p_in + 1) * out_dim
+
+
+def task_layer(z: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor,
+               task: torch.Tensor) -> torch.Tensor:
+    """``z[b] @ weight[task[b]] + bias[task[b]]`` for every row ``b``.
+
+    On CPU the rows are grouped by task and each group is multiplied by its own task's matrix
+    only (several times faster than the alternatives: a per-row gather's backward is a slow
+    scatter-add, and multiplying every row by every task's matrix does ``num_tasks`` times the
+    work). Grouping needs the group sizes on the host, which on a GPU would stall the stream, so
+    there every task's layer is computed in one GEMM and each row keeps its own task's output.
+    Both give the same values; rows of other tasks add nothing to a task's gradient.
+    """
+    return (task_layer_grouped if z.device.type == "cpu" else task_layer_every_task)(
+        z, weight, bias, task)
+
+
+def task_layer_every_task(z: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor,
+                          task: torch.Tensor) -> torch.Tensor:
+    """:func:`task_layer` as one GEMM over every task, then a per-row selection (no host sync)."""
+    n, p_in, p_out = weight.shape
+    y_all = (z @ weight.transpose(0, 1).reshape(p_in, n * p_out)).view(-1, n, p_out)
+    rows = torch.arange(z.shape[0], device=z.device)
+    return y_all[rows, task] + bias[task]
+
+
+def task_layer_grouped(z: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor,
+                       task: torch.Tensor) -> torch.Tensor:
+    """:func:`task_layer` with the rows grouped by task, one GEMM per task present."""
+    n = weight.shape[0]
+    order = torch.argsort(task, stable=True)
+    counts = torch.bincount(task, minlength=n).tolist()
+    groups = z.index_select(0, order).split(counts)
+    y_sorted = torch.cat([torch.addmm(bias[t], groups[t], weight[t])
+                          for t in range(n) if counts[t]])
+    # Back to the batch's row order; index_copy's backward is a cheap index_select.
+    return y_sorted.new_empty(y_sorted.shape).index_copy(0, order, y_sorted)
 
 
 class PALOutput(NamedTuple):
@@ -118,14 +155,7 @@ class PALLayer(nn.Module):
                 prev: tuple[torch.Tensor, torch.Tensor] | None = None) -> PALOutput:
         z_raw = self.down(x) if self.down is not None else x
         z = mix(z_raw, *prev) if (mix is not None and prev is not None) else z_raw
-        # Every task's layer in one GEMM, then each row keeps its own task's output. Same values
-        # as gathering W[task] per row and a batched matmul, but faster on CPU (about 1.5x for a
-        # whole SAC update), where the gather's backward is a slow scatter-add; rows of other
-        # tasks contribute exact zeros to a task's gradient.
-        n, p_in, p_out = self.task_weight.shape
-        y_all = (z @ self.task_weight.transpose(0, 1).reshape(p_in, n * p_out)).view(-1, n, p_out)
-        rows = torch.arange(z.shape[0], device=z.device)
-        y_low = y_all[rows, task] + self.task_bias[task]
+        y_low = task_layer(z, self.task_weight, self.task_bias, task)
         y = self.shared(x) + (self.up(y_low) if self.up is not None else y_low)
         return PALOutput(torch.relu(y) if self.activation else y, z_raw, y_low)
 

@@ -1,0 +1,45 @@
+"""Interleaved timing: every contender runs once per round, so a noisy machine slows all of them
+alike and their ratios stay meaningful."""
+
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+#: A contender: does some work and returns how many units (steps, updates, FLOPs) it did.
+Work = Callable[[], float]
+
+
+@dataclass
+class Rates:
+    """Units per second of each round, per contender."""
+
+    samples: dict[str, list[float]] = field(default_factory=dict)
+
+    def median(self, name: str) -> float:
+        return statistics.median(self.samples[name])
+
+    def best(self, name: str) -> float:
+        return max(self.samples[name])
+
+
+def interleave(contenders: dict[str, Work], rounds: int, warmup: bool = True,
+               progress: Callable[[str], None] | None = None) -> Rates:
+    """Run every contender once per round (after one untimed warm-up call each) and record its
+    rate in units per second."""
+    rates = Rates({name: [] for name in contenders})
+    if warmup:
+        for name, work in contenders.items():
+            if progress:
+                progress(f"warm-up {name}")
+            work()
+    for r in range(rounds):
+        for name, work in contenders.items():
+            t0 = time.perf_counter()
+            units = work()
+            rates.samples[name].append(units / (time.perf_counter() - t0))
+        if progress:
+            progress(f"round {r + 1}/{rounds}")
+    return rates
