@@ -7,6 +7,7 @@ from ptsl.cli import run_stage
 from ptsl.config import load_params, reads_pal_dim, run_config
 from ptsl.methods import check_buildable
 from ptsl.paths import RESUME, RUNS, TASK_CACHE, run_id, stage_id
+from ptsl.runtime import Runtime
 from ptsl.tracking import start_run
 from ptsl.train import train, write_run_outputs
 
@@ -21,14 +22,18 @@ def main() -> None:
     params = load_params(args.params)
     cfg = run_config(params, args.exp, args.seed)
     check_buildable(cfg.experiment)
+    runtime = Runtime.from_env()  # the machine's choices: checked before anything starts
+    device = runtime.torch_device()
     name = run_id(args.exp, args.seed)
     stage = stage_id("train", args.exp, args.seed, reads_pal_dim(params.experiment(args.exp)))
     tracker = start_run("train", name, stage=stage,
                         tags={"experiment": args.exp, "seed": str(args.seed),
-                              "method": cfg.experiment.method})
+                              "method": cfg.experiment.method, "device": str(device),
+                              "fast_path": str(runtime.fast)})
     try:
         tracker.log_params(cfg.to_dict())
-        result = train(cfg, scratch_dir=RESUME, task_cache=TASK_CACHE, tracker=tracker)
+        result = train(cfg, scratch_dir=RESUME, task_cache=TASK_CACHE, tracker=tracker,
+                       runtime=runtime)
         out = Path(args.out) / name
         write_run_outputs(result, out, {"experiment": args.exp, "seed": args.seed,
                                         "method": cfg.experiment.method,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import torch
 
 from ptsl.buffer import ReplayBuffer
 
@@ -61,3 +62,41 @@ def test_state_dict_roundtrip():
 def test_empty_buffer_refuses_to_sample():
     with pytest.raises(RuntimeError):
         ReplayBuffer(4, 3, 2).sample(2, np.random.default_rng(0))
+
+
+def _fill(buf, rng, n):
+    buf.add(rng.normal(size=(n, 5)).astype(np.float32), rng.uniform(-1, 1, (n, 2)).astype(np.float32),
+            rng.normal(size=n), rng.normal(size=(n, 5)).astype(np.float32),
+            rng.integers(0, 2, n).astype(np.float32), rng.integers(0, 7, n))
+
+
+def test_device_buffer_stores_what_the_host_buffer_stores():
+    """The device-resident buffer (CUDA's fast path), run here on the CPU device: same rows
+    after wrapping around, interchangeable resume state, batches drawn only from stored rows
+    and reproducible from its seed."""
+    from ptsl.buffer import DeviceReplayBuffer, ReplayBuffer
+
+    host, dev = ReplayBuffer(50, 5, 2), DeviceReplayBuffer(50, 5, 2, "cpu", seed=3)
+    for n in (7, 30, 20):  # 57 rows: wraps around
+        _fill(host, np.random.default_rng(n), n)
+        _fill(dev, np.random.default_rng(n), n)
+    assert len(dev) == len(host) == 50 and dev.pos == host.pos == 7 and dev.full
+    hs, ds = host.state_dict(), dev.state_dict()
+    for key in ("obs", "action", "reward", "next_obs", "not_done", "task"):
+        np.testing.assert_array_equal(ds[key], hs[key], err_msg=key)
+        assert ds[key].dtype == hs[key].dtype and ds[key].shape == hs[key].shape, key
+    batch = dev.sample(64)
+    assert batch.obs.shape == (64, 5) and batch.reward.shape == (64, 1)
+    assert batch.task.dtype == torch.int64 and batch.not_done.shape == (64, 1)
+    stored = {tuple(r) for r in hs["obs"].tolist()}
+    assert all(tuple(r) in stored for r in batch.obs.tolist())
+    again = DeviceReplayBuffer(50, 5, 2, "cpu", seed=3)
+    again.load_state_dict(hs)  # a host buffer's checkpoint resumes on the device
+    torch.testing.assert_close(again.data, dev.data)
+    a, b = DeviceReplayBuffer(50, 5, 2, "cpu", seed=9), DeviceReplayBuffer(50, 5, 2, "cpu", seed=9)
+    a.load_state_dict(ds)
+    b.load_state_dict(ds)
+    assert torch.equal(a.sample(16).obs, b.sample(16).obs)
+    host2 = ReplayBuffer(50, 5, 2)
+    host2.load_state_dict(ds)  # and back
+    np.testing.assert_array_equal(host2.obs, host.obs)

@@ -23,7 +23,7 @@ import torch
 from tqdm import tqdm
 
 from .agent import MultiTaskSAC, check_losses
-from .buffer import ReplayBuffer
+from .buffer import make_buffer
 from .config import RunConfig
 from .envs import MultiTaskVecEnv, load_tasks
 from .evaluate import evaluate
@@ -103,7 +103,8 @@ def train(cfg: RunConfig, *, scratch_dir: Path | None = None, task_cache: Path |
     shapes = Shapes(env.obs_dim, env.action_dim, env.num_tasks)
     agent = build_agent(cfg, shapes, tasks.names, device=device)
     agent.fast_path = runtime.fast
-    buffer = ReplayBuffer(sac.buffer_capacity, env.obs_dim, env.action_dim)
+    buffer = make_buffer(sac.buffer_capacity, env.obs_dim, env.action_dim, device,
+                         seed=cfg.seed + 2, fast=runtime.fast)
     rng = np.random.default_rng(cfg.seed)
     checkpoint = _ScratchCheckpoint(scratch_dir, cfg)
     curve: list[dict[str, float]] = []

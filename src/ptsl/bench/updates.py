@@ -26,10 +26,13 @@ PAPER_BATCH = 1280
 OBS_DIM, ACTION_DIM, MT10_TASKS = 39, 4, 10
 
 
-def gemm_rate(device: torch.device, rounds: int, size: tuple[int, int, int] = (1280, 400, 400)
-              ) -> float:
-    """Measured matrix-multiply FLOP/s at the update's dominant shape (batch x hidden x hidden);
-    the best of ``rounds`` timings, the peak this device reaches at that shape."""
+GEMM = "GEMM 1280x400 @ 400x400"
+
+
+def gemm_work(device: torch.device, size: tuple[int, int, int] = (1280, 400, 400)) -> Work:
+    """Matrix multiplies at the update's dominant shape (batch x hidden x hidden); its rate in
+    FLOP/s is the GEMM floor's denominator. Timed among the updates, so that both see the same
+    machine."""
     m, k, n = size
     g = torch.Generator(device="cpu").manual_seed(0)
     a = torch.randn(m, k, generator=g).to(device)
@@ -39,11 +42,10 @@ def gemm_rate(device: torch.device, rounds: int, size: tuple[int, int, int] = (1
     def work() -> float:
         for _ in range(reps):
             torch.mm(a, b)
-        if device.type == "cuda":
-            torch.cuda.synchronize()
+        _sync(device)
         return 2.0 * m * k * n * reps
 
-    return interleave({"gemm": work}, rounds).best("gemm")
+    return work
 
 
 def random_buffer(num_tasks: int, size: int = 20_000, seed: int = 0) -> ReplayBuffer:
@@ -134,11 +136,12 @@ def sb3_step(device: torch.device, buffer_size: int = 20_000) -> tuple[Work | No
 
 
 def measure_updates(params: Params, task_names: tuple[str, ...], device: torch.device, *,
-                    rounds: int, updates: int, gemm_flops_per_s: float,
+                    rounds: int, updates: int,
                     progress: Callable[[str], None] | None = None) -> dict[str, Any]:
-    """Updates per second of every method, plain and fast, and SB3's step, interleaved."""
+    """Updates per second of every method, plain and fast, and SB3's step, interleaved with
+    the GEMM rate that gives each its floor."""
     buffer = random_buffer(len(task_names))
-    contenders: dict[str, Work] = {}
+    contenders: dict[str, Work] = {GEMM: gemm_work(device)}
     flops: dict[str, int] = {}
     for label, exp in METHOD_ROWS:
         for fast in (False, True):
@@ -152,8 +155,11 @@ def measure_updates(params: Params, task_names: tuple[str, ...], device: torch.d
         contenders[sb3_name] = lambda: sb3_work(updates)
         flops[sb3_name] = sb3_flops
     rates = interleave(contenders, rounds, progress=progress)
+    gemm_flops_per_s = rates.median(GEMM)
     rows = {}
     for name in contenders:
+        if name == GEMM:
+            continue
         ups = rates.median(name)
         # The floor is the work the update needs: the fast path's FLOPs (the plain path also
         # forms the critic's weight gradients in the actor step, which nothing uses).
@@ -162,5 +168,7 @@ def measure_updates(params: Params, task_names: tuple[str, ...], device: torch.d
         rows[name] = {"updates_per_s": ups, "ms_per_update": 1000.0 / ups,
                       "gflop_per_update": flops[name] / 1e9, "floor_ms": 1000.0 * floor_s,
                       "time_over_floor": (1.0 / ups) / floor_s}
-    return {"rows": rows, "sb3": sb3_note if sb3_work is not None else None,
+    return {"rows": rows, "gemm_gflops": gemm_flops_per_s / 1e9,
+            "gemm_gflops_best": rates.best(GEMM) / 1e9,
+            "sb3": sb3_note if sb3_work is not None else None,
             "sb3_missing": None if sb3_work is not None else sb3_note}
