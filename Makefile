@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 # Stage commands call `python`/`dvc`; make sure they resolve to the project environment.
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: install repro test test-slow ui learning-check clean-scratch
+.PHONY: install repro test test-slow ui learning-check bench clean-scratch
 
 install: $(STAMP)
 
@@ -34,6 +34,12 @@ test-slow: install
 
 learning-check: install
 	python -m ptsl.learning_check
+
+# Speed benchmark (prints a table, writes reports/bench/<device>.json); installs the optional
+# Stable-Baselines3 comparison first. PTSL_DEVICE=cpu|cuda picks the device (default: auto).
+bench: install
+	$(PY) -m pip install --disable-pip-version-check -q stable-baselines3==2.9.2
+	python -m ptsl.bench
 
 ui: install
 	mlflow ui --backend-store-uri "$${MLFLOW_TRACKING_URI:-sqlite:///$(CURDIR)/mlflow.db}"

@@ -25,7 +25,11 @@ def measure_loop(params: Params, runtime: Runtime, task_cache: Path | None, *, w
     the last ``measured`` ones (no evaluation falls inside the window)."""
     rows: dict[str, Any] = {}
     total = INIT_STEPS + warmup + measured
-    for label, exp in METHOD_ROWS:
+    # Every method on the fast path, and MT-SAC on the plain one (nothing overlapped) beside it.
+    runs = [(label, exp, runtime) for label, exp in METHOD_ROWS]
+    runs.append((f"{METHOD_ROWS[0][0]}, plain path", METHOD_ROWS[0][1],
+                 dataclasses.replace(runtime, fast=False)))
+    for label, exp, rt in runs:
         cfg = run_config(params, exp, 1)
         cfg = dataclasses.replace(
             cfg, sac=dataclasses.replace(cfg.sac, batch_size=PAPER_BATCH, init_steps=INIT_STEPS),
@@ -40,7 +44,7 @@ def measure_loop(params: Params, runtime: Runtime, task_cache: Path | None, *, w
 
         if progress:
             progress(f"end to end: {label}")
-        train(cfg, task_cache=task_cache, progress=False, runtime=runtime, on_step=on_step)
+        train(cfg, task_cache=task_cache, progress=False, runtime=rt, on_step=on_step)
         seconds = stamps[total] - stamps[start_at]
         num_tasks = 10
         rows[label] = {"vector_steps_per_s": measured / seconds,
