@@ -10,7 +10,6 @@ import sys
 
 import numpy as np
 import pytest
-import yaml
 
 import ptsl
 from ptsl import (BUDGETS, ConfigError, RunConfig, config_from_params, evaluate, load_agent,
@@ -168,6 +167,8 @@ def test_other_errors_are_the_pipelines(tmp_path, task_cache):
     cfg = make_config("mtsac", "reach-v3", hidden_dim=8, num_layers=1, steps=20, eval_every=20,
                       batch_size=4, init_steps=10, env={"episode_length": 10})
     agent = train(cfg, progress=False, task_cache=task_cache).agent
+    with pytest.raises(ConfigError, match=r"^agent: expected a MultiTaskSAC"):
+        evaluate("model.pt")
     with pytest.raises(ConfigError, match=r"^episodes: must be >= 1, got 0$"):
         evaluate(agent, episodes=0)
     with pytest.raises(ConfigError, match=r"^env: the agent was trained on reach-v3; the "

@@ -139,8 +139,9 @@ def config_from_params(experiment: str, seed: int,
     ``train.long_steps``. :func:`train` on the result gives the stage's curve byte for byte (CPU).
     """
     seed = _check_seed(seed)
+    loaded = load_params(params)  # its errors name params-file keys, kept as they are
     try:
-        cfg = run_config(load_params(params), experiment, seed)
+        cfg = run_config(loaded, experiment, seed)
     except ConfigError as exc:
         raise _renamed(exc) from None
     check_buildable(cfg.experiment)
@@ -276,6 +277,9 @@ def evaluate(agent: MultiTaskSAC, env: MultiTaskVecEnv | str | None = None, *,
     or a :class:`MultiTaskVecEnv` from :func:`make_env` (used as is and left open). The
     environment's tasks must be the ones the agent was trained on, in the same order.
     """
+    if not isinstance(agent, MultiTaskSAC):
+        raise ConfigError(f"agent: expected a MultiTaskSAC (train(...).agent or load_agent), "
+                          f"got {type(agent).__name__}")
     try:
         episodes = build(EvaluateConfig, {"episodes": episodes}, "evaluate").episodes
     except ConfigError as exc:
@@ -289,8 +293,8 @@ def evaluate(agent: MultiTaskSAC, env: MultiTaskVecEnv | str | None = None, *,
         vec, close = env, False
     else:
         if own is None:
-            raise ConfigError("env: this agent carries no config; pass a benchmark name or an "
-                              "environment from make_env")
+            raise ConfigError("env: this agent carries no config to build its environment "
+                              "from; pass an environment from make_env")
         cfg = RunConfig.from_dict(own)
         if env is not None and not isinstance(env, str):
             raise ConfigError(f"env: expected None, a benchmark name or a MultiTaskVecEnv, "
