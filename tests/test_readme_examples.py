@@ -2,7 +2,8 @@
 
 Every ```python block right after an ``<!-- api-example ... -->`` comment is run in a fresh
 process from an empty folder (the project installed, nothing else there). Blocks without the
-marker need a pipeline run first (``load_agent("data/runs/...")``) and are not run.
+marker need a pipeline run first (``load_agent("data/runs/...")``) and are not run. The first
+example's output shown in the README must be exactly what it prints.
 """
 
 from __future__ import annotations
@@ -36,7 +37,8 @@ def test_readme_example_runs(index, tmp_path, task_cache):
     (tmp_path / ".scratch").mkdir()
     (tmp_path / ".scratch" / "tasks").symlink_to(task_cache, target_is_directory=True)
     (tmp_path / "example.py").write_text(_examples()[index])
-    env = dict(os.environ, PTSL_TRACKING="off")
+    # One torch thread, as in the test process (conftest.py): torch's threads spin on busy cores.
+    env = dict(os.environ, PTSL_TRACKING="off", PTSL_THREADS="1")
     proc = subprocess.run([sys.executable, "example.py"], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -44,6 +46,10 @@ def test_readme_example_runs(index, tmp_path, task_cache):
     if index == 0:
         assert lines[0].split() == ["step", "success", "return"] and len(lines) == 6
         assert lines[4].startswith("{'reach-v3': ")
+        # The output the README shows is this run's, byte for byte (CPU runs are deterministic).
+        shown = re.search(r"The first example prints[^\n]*\n\n```\n(.*?)```",
+                          (ROOT / "README.md").read_text(), re.S)
+        assert shown is not None and proc.stdout == shown.group(1)
     else:
         assert [line.split(":")[0] for line in lines[:3]] == ["step 0", "step 50", "step 100"]
         assert re.fullmatch(r"[\d,]+ parameters, \d+ s", lines[3])
