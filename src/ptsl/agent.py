@@ -327,3 +327,9 @@ class MultiTaskSAC(nn.Module):
         tensors counted in each module, the task encoder excluded (reference doc 5.6)."""
         return sum(sum(p.numel() for p in m.parameters())
                    for m in (self.actor, self.critic, self.critic_target)) + self.log_alpha.numel()
+
+    def predict(self, obs: np.ndarray, task: np.ndarray | int,
+                deterministic: bool = True) -> np.ndarray:
+        """The familiar name for :meth:`act` (same arguments, same result). Unlike
+        stable-baselines3's ``predict`` it returns the action(s) alone, not a tuple."""
+        return self.act(obs, task, deterministic)

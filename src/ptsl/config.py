@@ -298,14 +298,21 @@ def build(cls: type, data: Any, prefix: str, extra: Mapping[str, Any] | None = N
     return cls(**kwargs)
 
 
-def _validate_benchmark(exp: ExperimentConfig, key: str) -> None:
-    if exp.benchmark in BENCHMARKS:
+def check_benchmark(benchmark: Any, key: str) -> None:
+    """``benchmark`` is mt10, mt50 or one Meta-World v3 task; else a ConfigError under ``key``."""
+    if not isinstance(benchmark, str):
+        raise ConfigError(f"{key}: expected a string, got {benchmark!r}")
+    if benchmark in BENCHMARKS:
         return
     from metaworld.env_dict import ALL_V3_ENVIRONMENTS  # imported lazily: it loads MuJoCo
 
-    if exp.benchmark not in ALL_V3_ENVIRONMENTS:
-        raise ConfigError(f"{key}.benchmark: unknown benchmark {exp.benchmark!r}; allowed: "
+    if benchmark not in ALL_V3_ENVIRONMENTS:
+        raise ConfigError(f"{key}: unknown benchmark {benchmark!r}; allowed: "
                           "mt10, mt50 or a Meta-World v3 task name such as reach-v3")
+
+
+def _validate_benchmark(exp: ExperimentConfig, key: str) -> None:
+    check_benchmark(exp.benchmark, f"{key}.benchmark")
 
 
 def _validate_method_options(exp: ExperimentConfig, key: str) -> None:

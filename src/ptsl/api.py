@@ -1,0 +1,316 @@
+"""The Python API: build an environment, configure, train, evaluate and act in a few lines.
+
+::
+
+    from ptsl import evaluate, make_config, train
+
+    config = make_config("mtsac", "reach-v3", hidden_dim=64, steps=300, eval_every=150)
+    result = train(config)                      # result.agent, result.curve
+    print(evaluate(result.agent).mean_success)
+    action = result.agent.predict(obs, task)    # the familiar name for agent.act
+
+Every function is a thin layer over the modules the pipeline's stages run (:mod:`ptsl.config`,
+:mod:`ptsl.envs`, :mod:`ptsl.train`, :mod:`ptsl.evaluate`), so a run started here with an
+experiment's settings is the stage's run, byte for byte on CPU. Arguments are validated by the
+pipeline's own rules; a bad one raises :class:`ptsl.config.ConfigError` with one line that names
+the argument and what is allowed. The stages never import this module (see ``ptsl/__init__.py``),
+so editing it re-trains nothing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+import numpy as np
+
+from .agent import MultiTaskSAC
+from .config import (PTSL_METHODS, ConfigError, EnvConfig, EvaluateConfig, RunConfig, SACConfig,
+                     apply_preset, build, check_benchmark, load_params, parse_params, run_config)
+from .envs import MultiTaskVecEnv, load_tasks
+from .evaluate import evaluate as _evaluate
+from .methods import check_buildable
+from .paths import TASK_CACHE
+from .runtime import Runtime
+from .tracking import Tracker
+from .train import TrainResult
+from .train import train as _train
+
+__all__ = ["BUDGETS", "Evaluation", "TrainResult", "config_from_params", "evaluate", "make_config",
+           "make_env", "train"]
+
+#: The budget presets of ``params.yaml`` (``budgets:``), in its dotted-key form; a test keeps the
+#: two equal. ``seeds`` and ``long_seeds`` are replaced by the one seed a config trains.
+BUDGETS: Mapping[str, Mapping[str, Any]] = types.MappingProxyType({
+    "small": types.MappingProxyType({
+        "sac.batch_size": 128, "sac.init_steps": 150, "train.steps": 300,
+        "train.long_steps": 600, "train.eval_every": 150, "train.checkpoint_every": 300,
+        "seeds": [1], "long_seeds": [1]}),
+    "paper": types.MappingProxyType({
+        "sac.batch_size": 1280, "sac.init_steps": 1500, "train.steps": 200_000,
+        "train.long_steps": 1_000_000, "train.eval_every": 10_000,
+        "train.checkpoint_every": 10_000, "seeds": [1, 2, 3, 4, 5, 6, 7, 8, 9, 10],
+        "long_seeds": [1, 2, 3, 4]}),
+})
+
+#: Pipeline keys that a :func:`make_config` argument of another name sets.
+_ARGUMENT_OF = {"train.steps": "steps", "train.long_steps": "steps",
+                "train.eval_every": "eval_every", "train.checkpoint_every": "checkpoint_every",
+                "train.eval_episodes": "eval_episodes", "sac.batch_size": "batch_size",
+                "sac.init_steps": "init_steps", "--exp": "experiment",
+                "evaluate.episodes": "episodes"}
+
+
+def _renamed(exc: ConfigError, experiment: str | None = None) -> ConfigError:
+    """The pipeline's message with its leading key replaced by the API argument that set it
+    (``experiments.<name>.method`` -> ``method``, ``sac.batch_size`` -> ``batch_size``)."""
+    key, sep, rest = str(exc).partition(": ")
+    if not sep:
+        return exc
+    own = f"experiments.{experiment}"
+    if experiment is not None and key == own:
+        key = "make_config"  # a combination of arguments, not one argument
+    elif experiment is not None and key.startswith(own + "."):
+        key = key[len(own) + 1:]
+    else:
+        key = _ARGUMENT_OF.get(key, key)
+    if experiment is not None:  # make_config: its messages speak of its arguments throughout
+        for pipeline_key, argument in _ARGUMENT_OF.items():
+            rest = rest.replace(pipeline_key, argument)
+    return ConfigError(f"{key}: {rest}")
+
+
+def _check_seed(seed: Any) -> int:
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise ConfigError(f"seed: expected an integer >= 0, got {seed!r}")
+    return seed
+
+
+def _as_mapping(value: Any, cls: type, arg: str) -> dict[str, Any]:
+    """``None``, an instance of ``cls`` or a mapping of some of its keys, as a plain dict."""
+    if value is None:
+        return {}
+    if isinstance(value, cls):
+        return dataclasses.asdict(value)
+    if isinstance(value, Mapping):
+        return dict(value)
+    raise ConfigError(f"{arg}: expected a {cls.__name__} or a mapping of its keys, got {value!r}")
+
+
+# --------------------------------------------------------------------------------------------
+# Environment
+
+
+def make_env(benchmark: str = "mt10", seed: int = 1, *,
+             env: EnvConfig | Mapping[str, Any] | None = None, evaluation: bool = False,
+             task_cache: str | Path | None = TASK_CACHE) -> MultiTaskVecEnv:
+    """The multi-task vector environment of ``benchmark`` for ``seed``, under the project's protocol.
+
+    ``benchmark`` is ``mt10``, ``mt50`` or one Meta-World v3 task such as ``reach-v3``; row ``i``
+    of every observation batch is task ``i`` (``env.task_ids``, names in ``env.tasks.names``).
+    Goals are drawn from ``seed`` exactly as in training. ``env`` overrides protocol settings
+    (an :class:`EnvConfig` or a mapping of its keys, e.g. ``{"episode_length": 50}``).
+    ``evaluation=True`` builds what evaluation steps: raw rewards, tasks stepped in this process.
+    Meta-World's goal lists are cached in ``task_cache`` (``.scratch/tasks`` under the current
+    folder; ``None`` for no cache). Call ``close()`` when done.
+    """
+    check_benchmark(benchmark, "benchmark")
+    seed = _check_seed(seed)
+    env_cfg = build(EnvConfig, _as_mapping(env, EnvConfig, "env"), "env")
+    tasks = load_tasks(benchmark, seed, None if task_cache is None else Path(task_cache))
+    if evaluation:
+        return MultiTaskVecEnv(tasks, env_cfg, seed, normalize_reward=False, vector="sync")
+    return MultiTaskVecEnv(tasks, env_cfg, seed)
+
+
+# --------------------------------------------------------------------------------------------
+# Configuration
+
+
+def config_from_params(experiment: str, seed: int,
+                       params: str | Path = "params.yaml") -> RunConfig:
+    """The config stage ``train@<experiment>-<seed>`` trains, resolved from a params file.
+
+    Exactly what ``pipeline/train.py`` does: the whole file is validated, the top-level
+    ``pal_dim`` filled in for PTSL experiments, long seeds of ``long: true`` experiments set to
+    ``train.long_steps``. :func:`train` on the result gives the stage's curve byte for byte (CPU).
+    """
+    seed = _check_seed(seed)
+    loaded = load_params(params)  # its errors name params-file keys, kept as they are
+    try:
+        cfg = run_config(loaded, experiment, seed)
+    except ConfigError as exc:
+        raise _renamed(exc) from None
+    check_buildable(cfg.experiment)
+    return cfg
+
+
+def make_config(method: str = "mtsac", benchmark: str = "mt10", seed: int = 1, *,
+                hidden_dim: int = 400, num_layers: int = 3, pal_dim: int | None = None,
+                shared_projection: bool = True, residual_mode: str = "none",
+                num_experts: int = 4, task_onehot: bool = False, budget: str = "small",
+                steps: int | None = None, eval_every: int | None = None,
+                batch_size: int | None = None, init_steps: int | None = None,
+                checkpoint_every: int | None = None, eval_episodes: int = 1,
+                env: EnvConfig | Mapping[str, Any] | None = None,
+                sac: SACConfig | Mapping[str, Any] | None = None,
+                name: str | None = None) -> RunConfig:
+    """A run configuration from a few keyword arguments, with the paper's defaults.
+
+    - ``method``: ``mtsac``, ``softmod``, ``care``, ``care_ptsl`` or ``sac_ptsl``;
+      ``benchmark``: ``mt10``, ``mt50`` or one Meta-World v3 task (``reach-v3``).
+    - Networks: ``hidden_dim`` x ``num_layers`` (the paper's 400 x 3), ``num_experts`` (CARE,
+      Soft Modularization), PTSL's ``pal_dim`` (default 50, the top-level value of
+      ``params.yaml``), ``shared_projection`` and ``residual_mode``; ``task_onehot`` (MT-SAC).
+    - Budget: ``budget`` picks a preset of :data:`BUDGETS` (``small`` or ``paper``, as in
+      ``params.yaml``) for ``batch_size``, ``init_steps``, ``steps``, ``eval_every`` and
+      ``checkpoint_every``; each of them may be given to override it.
+    - ``env`` and ``sac`` override the protocol and the other SAC values (an :class:`EnvConfig` /
+      :class:`SACConfig` or a mapping of some of their keys); defaults are ``params.yaml``'s.
+
+    The arguments go through the pipeline's parser (:func:`ptsl.config.parse_params`), so every
+    rule of ``params.yaml`` holds (``steps`` a multiple of ``eval_every``, PTSL options only on
+    PTSL methods, ...) and a violation is a :class:`ConfigError` naming the argument.
+    """
+    if budget not in BUDGETS:
+        raise ConfigError(f"budget: unknown budget {budget!r}; allowed: {', '.join(BUDGETS)}")
+    seed = _check_seed(seed)
+    name = name if name is not None else f"{benchmark}_{method}"
+    exp: dict[str, Any] = {
+        "benchmark": benchmark, "method": method, "hidden_dim": hidden_dim,
+        "num_layers": num_layers, "num_experts": num_experts, "task_onehot": task_onehot,
+        "shared_projection": shared_projection, "residual_mode": residual_mode}
+    if pal_dim is not None:
+        exp["pal_dim"] = pal_dim
+    # A PTSL experiment without its own pal_dim reads the top-level one (params.yaml's rule).
+    ptsl_group = isinstance(method, str) and method in PTSL_METHODS and pal_dim is None
+    raw: dict[str, Any] = {
+        "env": _as_mapping(env, EnvConfig, "env"),
+        "sac": {"batch_size": None, "init_steps": None},
+        "train": {"steps": None, "long_steps": None, "eval_every": None,
+                  "checkpoint_every": None, "eval_episodes": eval_episodes},
+        "experiments": {name: exp},
+        "runs": {"plain": [] if ptsl_group else [name], "ptsl": [name] if ptsl_group else []},
+        "seeds": None, "long_seeds": None,
+    }
+    raw = apply_preset(raw, BUDGETS[budget], f"budgets.{budget}")
+    raw["sac"].update(_as_mapping(sac, SACConfig, "sac"))
+    for section, key, value in (("sac", "batch_size", batch_size),
+                                ("sac", "init_steps", init_steps), ("train", "steps", steps),
+                                ("train", "eval_every", eval_every),
+                                ("train", "checkpoint_every", checkpoint_every)):
+        if value is not None:
+            raw[section][key] = value
+    raw["train"]["long_steps"] = raw["train"]["steps"]  # one run, one reported step
+    raw["seeds"] = raw["long_seeds"] = [seed]
+    try:
+        cfg = run_config(parse_params(raw, check_presets=False), name, seed)
+        check_buildable(cfg.experiment)
+    except ConfigError as exc:
+        raise _renamed(exc, name) from None
+    return cfg
+
+
+# --------------------------------------------------------------------------------------------
+# Training and evaluation
+
+
+def train(config: RunConfig, *, callback: Callable[[dict[str, float]], None] | None = None,
+          resume_dir: str | Path | None = None, progress: bool = True,
+          runtime: Runtime | None = None, tracker: Tracker | None = None,
+          task_cache: str | Path | None = TASK_CACHE) -> TrainResult:
+    """Train ``config`` (from :func:`make_config` or :func:`config_from_params`) to its steps.
+
+    Returns :class:`ptsl.train.TrainResult`: ``agent`` (a :class:`MultiTaskSAC`), ``curve`` (a
+    DataFrame, one row per evaluation: ``step``, ``env_steps``, ``success``, ``return``,
+    ``success/<task>``), ``parameter_count``, ``wall_seconds``, ``resumed_from``.
+
+    ``callback(row)`` is called after every evaluation with that curve row. With ``resume_dir``
+    the run checkpoints there every ``train.checkpoint_every`` steps, keyed by the resolved
+    config, and an interrupted run started again with the same config resumes and ends with the
+    same bytes, as the stages do (they use ``.scratch/resume``). ``runtime`` (device, threads)
+    defaults to the ``PTSL_*`` environment variables; ``tracker`` (an MLflow run from
+    :func:`ptsl.tracking.start_run`) defaults to none.
+    """
+    if not isinstance(config, RunConfig):
+        raise ConfigError(f"config: expected a RunConfig (from make_config or "
+                          f"config_from_params), got {type(config).__name__}")
+    check_buildable(config.experiment)
+    return _train(config, scratch_dir=None if resume_dir is None else Path(resume_dir),
+                  task_cache=None if task_cache is None else Path(task_cache), tracker=tracker,
+                  progress=progress, runtime=runtime, on_eval=callback)
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """Deterministic evaluation of an agent: success rate and mean raw return per task.
+
+    Success means success at any step of an episode (the paper's metric); the headline number
+    is :attr:`mean_success`, the mean over tasks.
+    """
+
+    success: Mapping[str, float]   # task name -> success rate over the episodes
+    returns: Mapping[str, float]   # task name -> mean summed raw reward
+    episodes: int
+
+    @property
+    def mean_success(self) -> float:
+        """Mean over tasks of the success rate."""
+        return float(np.mean(list(self.success.values())))
+
+    @property
+    def mean_return(self) -> float:
+        """Mean over tasks of the episode return."""
+        return float(np.mean(list(self.returns.values())))
+
+
+def evaluate(agent: MultiTaskSAC, env: MultiTaskVecEnv | str | None = None, *,
+             seed: int | None = None, episodes: int = 1,
+             task_cache: str | Path | None = TASK_CACHE) -> Evaluation:
+    """Run ``episodes`` deterministic episodes of every task and report success and return.
+
+    ``env`` is ``None`` (the agent's own benchmark, seed and protocol: what the evaluate stage
+    runs), a benchmark name (built with ``seed``, default the agent's, and the agent's protocol)
+    or a :class:`MultiTaskVecEnv` from :func:`make_env` (used as is and left open). The
+    environment's tasks must be the ones the agent was trained on, in the same order.
+    """
+    if not isinstance(agent, MultiTaskSAC):
+        raise ConfigError(f"agent: expected a MultiTaskSAC (train(...).agent or load_agent), "
+                          f"got {type(agent).__name__}")
+    try:
+        episodes = build(EvaluateConfig, {"episodes": episodes}, "evaluate").episodes
+    except ConfigError as exc:
+        raise _renamed(exc) from None
+    trained_on = tuple(agent.meta.get("task_names", ()))
+    own = agent.meta.get("config")
+    if isinstance(env, MultiTaskVecEnv):
+        if seed is not None:
+            raise ConfigError("seed: the environment given already has its goals; pass seed "
+                              "only with env=None or a benchmark name")
+        vec, close = env, False
+    else:
+        if own is None:
+            raise ConfigError("env: this agent carries no config to build its environment "
+                              "from; pass an environment from make_env")
+        cfg = RunConfig.from_dict(own)
+        if env is not None and not isinstance(env, str):
+            raise ConfigError(f"env: expected None, a benchmark name or a MultiTaskVecEnv, "
+                              f"got {type(env).__name__}")
+        vec = make_env(env or cfg.experiment.benchmark, cfg.seed if seed is None else seed,
+                       env=cfg.env, evaluation=True, task_cache=task_cache)
+        close = True
+    try:
+        if trained_on and tuple(vec.tasks.names) != trained_on:
+            raise ConfigError(f"env: the agent was trained on {', '.join(trained_on)}; the "
+                              f"environment has {', '.join(vec.tasks.names)}")
+        res = _evaluate(agent, vec, episodes)
+    finally:
+        if close:
+            vec.close()
+    names = vec.tasks.names
+    return Evaluation(success={n: float(s) for n, s in zip(names, res.success)},
+                      returns={n: float(r) for n, r in zip(names, res.returns)},
+                      episodes=episodes)
