@@ -90,8 +90,8 @@ def _print_table(result: dict[str, Any]) -> None:
                   f"{r['gflop_per_update']:>6.2f} {r['floor_ms']:>9.1f} {r['time_over_floor']:>10.2f}")
         if up.get("sb3_missing"):
             print(f"  Stable-Baselines3: not measured: {up['sb3_missing']}")
-        ratios = result.get("ratios", {})
-        for name, value in ratios.items():
+        print("  Paired ratios (median over rounds of same-round ratios):")
+        for name, value in up["ratios"].items():
             print(f"  {name}: {value:.2f}x")
     if "loop" in result:
         print("\nTraining loop end to end, MT10, paper settings   vector steps/s  env steps/s  "
@@ -124,9 +124,10 @@ def main() -> None:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--params", default="params.yaml", help="experiments whose sizes are measured")
     ap.add_argument("--out", default="reports/bench", help="folder of the JSON record")
-    ap.add_argument("--rounds", type=int, default=5, help="interleaved rounds per comparison")
+    ap.add_argument("--rounds", type=int, default=None,
+                    help="interleaved rounds per comparison (default: 12 on CPU, 5 on CUDA)")
     ap.add_argument("--updates", type=int, default=None,
-                    help="updates per contender and round (default: 3 on CPU, 50 on CUDA)")
+                    help="updates per contender and round (default: 1 on CPU, 50 on CUDA)")
     ap.add_argument("--threads", type=int, default=None,
                     help="torch threads (default: 1 on CPU, the one-core figures; torch's own "
                          "choice on CUDA); PTSL_THREADS overrides the default")
@@ -150,8 +151,8 @@ def main() -> None:
         torch.set_num_threads(threads)
     runtime = Runtime(device=device.type, threads=threads, fast=True)
     cuda = device.type == "cuda"
-    rounds = 1 if args.quick else args.rounds
-    updates = args.updates or (1 if args.quick else (50 if cuda else 3))
+    rounds = 1 if args.quick else (args.rounds or (5 if cuda else 12))
+    updates = args.updates or (1 if args.quick else (50 if cuda else 1))
     loop_steps = args.loop_steps or (3 if args.quick else (600 if cuda else 40))
     params = load_params(args.params)
     started = time.perf_counter()
@@ -179,17 +180,6 @@ def main() -> None:
         progress("updates")
         result["updates"] = measure_updates(params, mt10.names, device, rounds=rounds,
                                             updates=updates, progress=progress)
-        rows = result["updates"]["rows"]
-        ratios = {}
-        for label in ("MT-SAC 400x3", "Soft Modularization", "CARE 400x3",
-                      "CARE+PTSL 326x3, pal_dim 50", "MT-SAC+PTSL 355x3"):
-            ratios[f"{label}: fast over plain"] = (rows[f"{label} | fast"]["updates_per_s"]
-                                                   / rows[f"{label} | plain"]["updates_per_s"])
-        sb3 = rows.get("Stable-Baselines3 SAC 400x3")
-        if sb3:
-            ratios["MT-SAC fast over Stable-Baselines3"] = (rows["MT-SAC 400x3 | fast"]
-                                                            ["updates_per_s"] / sb3["updates_per_s"])
-        result["ratios"] = ratios
     if "loop" in sections:
         result["loop"] = measure_loop(params, runtime, TASK_CACHE, warmup=2 if args.quick else 10,
                                       measured=loop_steps, progress=progress)

@@ -1,5 +1,6 @@
-"""Interleaved timing: every contender runs once per round, so a noisy machine slows all of them
-alike and their ratios stay meaningful."""
+"""Interleaved timing: every contender runs once per round, in a rotating order, so a noisy
+machine slows all of them alike; ratios are taken within each round (paired), then the median
+over rounds, so that a slow stretch of the machine cancels out."""
 
 from __future__ import annotations
 
@@ -24,6 +25,10 @@ class Rates:
     def best(self, name: str) -> float:
         return max(self.samples[name])
 
+    def ratio(self, a: str, b: str) -> float:
+        """Median over rounds of ``rate(a) / rate(b)`` measured in the same round."""
+        return statistics.median(x / y for x, y in zip(self.samples[a], self.samples[b]))
+
 
 def interleave(contenders: dict[str, Work], rounds: int, warmup: bool = True,
                progress: Callable[[str], None] | None = None) -> Rates:
@@ -35,8 +40,10 @@ def interleave(contenders: dict[str, Work], rounds: int, warmup: bool = True,
             if progress:
                 progress(f"warm-up {name}")
             work()
+    names = list(contenders)
     for r in range(rounds):
-        for name, work in contenders.items():
+        for name in names[r % len(names):] + names[:r % len(names)]:
+            work = contenders[name]
             t0 = time.perf_counter()
             units = work()
             rates.samples[name].append(units / (time.perf_counter() - t0))

@@ -162,13 +162,24 @@ def measure_updates(params: Params, task_names: tuple[str, ...], device: torch.d
             continue
         ups = rates.median(name)
         # The floor is the work the update needs: the fast path's FLOPs (the plain path also
-        # forms the critic's weight gradients in the actor step, which nothing uses).
+        # forms the critic's weight gradients in the actor step, which nothing uses). Time over
+        # floor = GEMM rate / (FLOPs x update rate), paired within each round.
         needed = flops[name.replace("| plain", "| fast")]
-        floor_s = needed / gemm_flops_per_s
         rows[name] = {"updates_per_s": ups, "ms_per_update": 1000.0 / ups,
-                      "gflop_per_update": flops[name] / 1e9, "floor_ms": 1000.0 * floor_s,
-                      "time_over_floor": (1.0 / ups) / floor_s}
-    return {"rows": rows, "gemm_gflops": gemm_flops_per_s / 1e9,
+                      "gflop_per_update": flops[name] / 1e9,
+                      "floor_ms": 1000.0 * needed / gemm_flops_per_s,
+                      "time_over_floor": rates.ratio(GEMM, name) / needed}
+    fast = {label: f"{label} | fast" for label, _ in METHOD_ROWS}
+    mtsac = fast[METHOD_ROWS[0][0]]
+    ratios = {f"{label}: fast over plain": rates.ratio(f"{label} | fast", f"{label} | plain")
+              for label in fast}
+    ratios.update({f"{label}: time over MT-SAC's (fast)": rates.ratio(mtsac, name)
+                   for label, name in fast.items() if name != mtsac})
+    if sb3_work is not None:
+        ratios["MT-SAC fast over Stable-Baselines3"] = rates.ratio(mtsac, sb3_name)
+        ratios["MT-SAC plain over Stable-Baselines3"] = rates.ratio(
+            f"{METHOD_ROWS[0][0]} | plain", sb3_name)
+    return {"rows": rows, "ratios": ratios, "gemm_gflops": gemm_flops_per_s / 1e9,
             "gemm_gflops_best": rates.best(GEMM) / 1e9,
             "sb3": sb3_note if sb3_work is not None else None,
             "sb3_missing": None if sb3_work is not None else sb3_note}

@@ -153,11 +153,23 @@ class PALLayer(nn.Module):
 
     def forward(self, x: torch.Tensor, task: torch.Tensor, mix: ResidualMix | None = None,
                 prev: tuple[torch.Tensor, torch.Tensor] | None = None) -> PALOutput:
-        z_raw = self.down(x) if self.down is not None else x
+        if self.down is not None:
+            # S x + b and D x in one GEMM over the stacked weights [S; D] (bias 0 for D's rows):
+            # the thin P-column product on its own runs at a fraction of the GEMM rate, and its
+            # backward merges into the shared layer's.
+            out_dim = self.shared.out_features
+            stacked = torch.addmm(torch.cat([self.shared.bias, self._zero_bias()]), x,
+                                  torch.cat([self.shared.weight, self.down.weight]).t())
+            shared, z_raw = stacked.split([out_dim, stacked.shape[1] - out_dim], dim=1)
+        else:
+            shared, z_raw = self.shared(x), x
         z = mix(z_raw, *prev) if (mix is not None and prev is not None) else z_raw
         y_low = task_layer(z, self.task_weight, self.task_bias, task)
-        y = self.shared(x) + (self.up(y_low) if self.up is not None else y_low)
+        y = torch.addmm(shared, y_low, self.up.weight.t()) if self.up is not None else shared + y_low
         return PALOutput(torch.relu(y) if self.activation else y, z_raw, y_low)
+
+    def _zero_bias(self) -> torch.Tensor:
+        return self.shared.bias.new_zeros(self.down.out_features)
 
 
 class FeedForwardPAL(nn.Module):
