@@ -35,7 +35,9 @@ test-slow: install
 learning-check: install
 	python -m ptsl.learning_check
 
+# Prints the links to the runs lists in the saved "Compare runs" view, then serves the UI.
 ui: install
+	python -m ptsl.tracking
 	mlflow ui --backend-store-uri "$${MLFLOW_TRACKING_URI:-sqlite:///$(CURDIR)/mlflow.db}"
 
 clean-scratch:
