@@ -1,7 +1,7 @@
 """Stage aggregate: the paper's tables (markdown, CSV), curves with confidence bands and per-task
-heatmaps per table, DVC plot data (reports/plots/), one headline metric per table row
-(reports/metrics.json) and, when videos were recorded, the GIFs (reports/videos/) and a rollout
-contact sheet per table; all logged to MLflow as artifacts."""
+heatmaps per table, DVC plot data (reports/plots/), the headline metric of every table row
+(reports/metrics/<experiment>.json) and, when videos were recorded, the GIFs (reports/videos/)
+and a rollout contact sheet per table; all logged to MLflow as artifacts."""
 
 import argparse
 from pathlib import Path
@@ -28,7 +28,10 @@ def main() -> None:
                         "long_seeds": list(params.long_seeds), "steps": params.train.steps,
                         "long_steps": params.train.long_steps, "primary": params.report.primary})
     for path in written.values():
-        tracker.log_artifact(path)
+        if path.is_dir():
+            tracker.log_artifacts(path, path.name)
+        else:
+            tracker.log_artifact(path)
     tracker.end()
     print(written["results"].read_text())
 

@@ -250,18 +250,26 @@ def write_reports(params: Params, records: RunRecords, published: Published,
                     if tname in sheets else "")
         sections.append(md + f"\n![{table.title} curves](figures/{curves_png.name}) "
                         f"![{table.title} per task](figures/{tasks_png.name}){rollouts}\n")
-        # One headline number per table row (the primary metric's mean over seeds), so that
-        # `dvc exp show` / `dvc metrics show` stay readable; the details are in tables/*.csv.
-        metrics[tname] = {r.experiment: round(float(r.mean), 4) for r in frame.itertuples()}
+        # The headline number of every table row: the primary metric's mean over seeds at the
+        # table's step (`short` or `long`; the same in every table listing that row).
+        for r in frame.itertuples():
+            metrics.setdefault(r.experiment, {})[table.at] = round(float(r.mean), 4)
         write_text_atomic(out_dir / "plots" / "tables" / f"{tname}.csv",
                           table_plot_frame(params, table, records.curves).to_csv(index=False))
         written[f"{tname}_curves"] = curves_png
         written[f"{tname}_tasks"] = tasks_png
+        if tname in sheets:
+            written[f"{tname}_rollouts"] = sheets[tname]
     sections.append(f"\\* Published: {published.source}. {published.protocol}.\n")
     written["results"] = out_dir / "results.md"
     write_text_atomic(written["results"], "\n".join(sections))
-    written["metrics"] = out_dir / "metrics.json"
-    write_json_atomic(written["metrics"], metrics)
+    # One small file per experiment: `dvc metrics show` prints a row per experiment with its
+    # `short` and `long` headline, and `dvc exp diff` lists what an experiment changed. The
+    # statistics behind them (IQM, CI, std, per task) stay in tables/*.csv.
+    for exp, values in metrics.items():
+        write_json_atomic(out_dir / "metrics" / f"{exp}.json",
+                          {at: values[at] for at in ("short", "long") if at in values})
+    written["metrics"] = out_dir / "metrics"
     # One chart per run for `dvc plots show`, named by experiment and seed.
     for (exp, seed), _ in records.curves.groupby(["experiment", "seed"], sort=False):
         write_text_atomic(out_dir / "plots" / "runs" / f"{run_id(exp, seed)}.csv",

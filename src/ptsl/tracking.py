@@ -133,11 +133,9 @@ EXPERIMENT_KIND = {"mlflow.experimentKind": "custom_model_development"}
 VIEW_ID = "compare"
 VIEW_COLUMNS = {
     "train": ["params.`method`", "params.`benchmark`", "params.`seed`", "params.`pal_dim`",
-              "params.`hidden_dim`", "metrics.`final_success`", "metrics.`parameter_count`",
-              "tags.`dvc_experiment`", "tags.`dvc_stage`"],
+              "metrics.`final_success`", "metrics.`parameter_count`"],
     "evaluate": ["params.`method`", "params.`benchmark`", "params.`seed`", "params.`pal_dim`",
-                 "metrics.`success`", "metrics.`parameter_count`", "tags.`dvc_experiment`",
-                 "tags.`dvc_stage`"],
+                 "metrics.`success`", "metrics.`parameter_count`"],
 }
 NOTES = {
     "check_env": "Stage check_env: library versions, torch device and per-benchmark checks.",
@@ -165,7 +163,8 @@ def display_name(run_name: str) -> str:
 
 def view_tag(columns: list[str]) -> tuple[str, str]:
     """The experiment tag of the saved runs view that shows ``columns``."""
-    state = {"selectedColumns": ["attributes.`Source`", *columns],
+    # Source is the run's DVC stage (tag mlflow.source.name), Version its git commit.
+    state = {"selectedColumns": ["attributes.`Source`", "attributes.`Version`", *columns],
              "orderByKey": "attributes.start_time", "orderByAsc": False}
     envelope = {"name": "Compare runs", "createdAt": 0, "updatedAt": 0,
                 "state": json.dumps(state)}
@@ -259,6 +258,8 @@ def start_run(experiment: str, run_name: str, stage: str, root: Path | None = No
                 "mlflow.source.name": stage, "mlflow.source.type": "PROJECT"}
     if commit != "unknown":
         all_tags["mlflow.source.git.commit"] = commit
+    all_tags["mlflow.note.content"] = (  # the run page's description
+        f"DVC stage `{stage}`, DVC experiment `{dvc_experiment()}`, git commit `{commit[:10]}`.")
     all_tags.update(tags or {})
     run = client.create_run(exp_id, run_name=display_name(run_name), tags=all_tags)
     return Tracker(client, run.info.run_id)
