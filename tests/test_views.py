@@ -128,3 +128,24 @@ def test_rollout_frames_are_rendered_and_gifs_reproducible(tmp_path, task_cache,
     assert gif_a.read_bytes()[:6] == b"GIF89a" and gif_a.read_bytes() == gif_b.read_bytes()
     assert sorted(p.name for p in (tmp_path / "a").iterdir()) == [
         "index.json", "reach-v3.gif", "reach-v3.png"]
+
+
+def test_stage_help_explains_every_argument():
+    import re
+    import subprocess
+    import sys
+
+    from .conftest import ROOT
+
+    scripts = ["check_env", "train", "evaluate", "aggregate"]
+    procs = {s: subprocess.Popen([sys.executable, str(ROOT / "pipeline" / f"{s}.py"), "--help"],
+                                 stdout=subprocess.PIPE, text=True) for s in scripts}
+    for script, proc in procs.items():
+        out, _ = proc.communicate(timeout=300)
+        assert proc.returncode == 0, script
+        usage, _, options = out.partition("options:")
+        flags = set(re.findall(r"\[?(--[\w-]+)", usage)) - {"--help"}
+        assert flags, out
+        # `  --flag METAVAR  text`: every flag is followed by its explanation on the same line.
+        explained = set(re.findall(r"^\s+(--[\w-]+)(?: [A-Z_]+)?\s{2,}\S", options, re.M))
+        assert flags <= explained, f"{script}: no help for {sorted(flags - explained)}"

@@ -23,13 +23,17 @@ BUNDLES = {"vega": "package/build/vega.min.js", "vega-lite": "package/build/vega
 
 # Every chart is titled from its data: the aggregate stage writes a `title` column into each
 # plot CSV (the table's title, or the experiment and seed of a run). DVC itself would title
-# every chart of a folder alike.
+# every chart of a folder alike. The dashed-line legend of revisions only matters when the page
+# compares several (`dvc plots diff`).
 TITLE_FROM_DATA = """
 const embedChart = window.vegaEmbed;
 window.vegaEmbed = function (el, spec, opts) {
   const rows = spec && spec.data && spec.data.values;
   if (rows && rows.length && rows[0].title) {
     spec.title = Object.assign({}, spec.title, {text: rows[0].title, anchor: "start"});
+  }
+  if (rows && spec.encoding && new Set(rows.map(r => r.rev)).size < 2) {
+    delete spec.encoding.strokeDash;
   }
   return embedChart(el, spec, Object.assign({actions: {export: true, source: false,
                                                          compiled: false, editor: false}}, opts));

@@ -125,8 +125,9 @@ class NullTracker(Tracker):
     def end(self, status: str = "FINISHED") -> None: ...
 
 
-# MLflow 3 opens an experiment without this tag in its GenAI view (traces); the pipeline's
-# experiments are model training.
+# MLflow 3 marks an experiment's kind with this tag (its UI offers GenAI or model-training pages);
+# the pipeline's experiments are model training. MLflow 3.17's UI follows its own GenAI /
+# model-training toggle instead, which the links of `view_links` set.
 EXPERIMENT_KIND = {"mlflow.experimentKind": "custom_model_development"}
 # A saved view of the runs list ("Views" menu of the UI, or ?viewStateShareKey=compare): MLflow
 # stores views as experiment tags `mlflow.sharedViewState.<id>` holding a JSON envelope.
@@ -138,13 +139,10 @@ VIEW_COLUMNS = {
                  "metrics.`success`", "metrics.`parameter_count`"],
 }
 NOTES = {
-    "check_env": "Stage check_env: library versions, torch device and per-benchmark checks.",
-    "train": "One run per DVC training stage (experiment x seed): params, evaluation and loss "
-             "curves, final success and parameter count. Runs of a `dvc exp run` carry the DVC "
-             "experiment name in brackets and in the tag dvc_experiment.",
-    "evaluate": "One run per DVC evaluation stage: per-task success of the final agent "
-                "(and rollout videos when evaluate.videos is true).",
-    "aggregate": "The paper's tables, figures and metrics as artifacts.",
+    "check_env": "Stage check_env: library versions, torch device, per-benchmark checks.",
+    "train": "One run per DVC training stage <experiment>-<seed>; [name] = DVC experiment.",
+    "evaluate": "One run per DVC evaluation stage: per-task success (and rollout GIFs).",
+    "aggregate": "The paper's tables, figures, metrics and plot data.",
 }
 
 
@@ -266,7 +264,11 @@ def start_run(experiment: str, run_name: str, stage: str, root: Path | None = No
 
 
 def view_links(base_url: str = "http://127.0.0.1:5000", root: Path | None = None) -> list[str]:
-    """Links that open the project's runs lists in the saved ``Compare runs`` view."""
+    """Links that open the project's runs lists in the saved ``Compare runs`` view.
+
+    ``workflowType=machine_learning`` selects the UI's model-training side: MLflow 3.17 starts
+    on its GenAI side and then ignores the experiment's kind tag.
+    """
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient(tracking_uri=tracking_uri(root))
@@ -275,7 +277,7 @@ def view_links(base_url: str = "http://127.0.0.1:5000", root: Path | None = None
         exp = client.get_experiment_by_name(name)
         if exp is not None:
             links.append(f"{name}: {base_url}/#/experiments/{exp.experiment_id}/runs"
-                         f"?viewStateShareKey={VIEW_ID}")
+                         f"?workflowType=machine_learning&viewStateShareKey={VIEW_ID}")
     return links
 
 
