@@ -149,3 +149,46 @@ def test_stage_help_explains_every_argument():
         # `  --flag METAVAR  text`: every flag is followed by its explanation on the same line.
         explained = set(re.findall(r"^\s+(--[\w-]+)(?: [A-Z_]+)?\s{2,}\S", options, re.M))
         assert flags <= explained, f"{script}: no help for {sorted(flags - explained)}"
+
+
+def test_report_copies_gifs_and_draws_a_contact_sheet_per_table(tmp_path, raw_params):
+    """The aggregate side of videos, from folders as the evaluate stage writes them."""
+    from ptsl import videos
+    from ptsl.config import parse_params
+    from ptsl.report import collect_videos, write_videos
+
+    params = parse_params(raw_params)
+    rng = np.random.default_rng(0)
+    data = tmp_path / "videos"
+    recorded = {"mt10_mtsac-1", "mt10_softmod-1"}
+    for exp in params.runs.plain + params.runs.ptsl:
+        name = f"{exp}-1"
+        if name not in recorded:
+            videos.write_no_videos(data / name, "evaluate.videos is false")
+            continue
+        folder = data / name
+        folder.mkdir(parents=True)
+        tasks = {}
+        for task in ("reach-v3", "push-v3"):
+            frames = [rng.integers(0, 255, (16, 16, 3), dtype=np.uint8) for _ in range(3)]
+            videos.write_gif(frames, folder / f"{task}.gif", 80)
+            from PIL import Image
+
+            Image.fromarray(frames[-1]).save(folder / f"{task}.png")
+            tasks[task] = {"success": task == "reach-v3", "frames": 3}
+        (folder / videos.INDEX).write_text(json.dumps({"videos": True, "tasks": tasks}))
+    found = collect_videos(params, data)
+    assert set(found) == recorded
+    params = parse_params({**raw_params, "tables": {
+        "two": {"title": "Two rows", "rows": ["mt10_mtsac", "mt10_softmod"], "at": "short"},
+        "three": {"title": "Three rows", "rows": ["mt10_mtsac", "mt10_softmod", "mt10_care"],
+                  "at": "short"}}})
+    out = tmp_path / "reports"
+    sheets = write_videos(params, found, out)
+    assert set(sheets) == {"two"}  # a table with a row without videos gets no sheet
+    assert sheets["two"].read_bytes()[:4] == b"\x89PNG"
+    assert sorted(p.relative_to(out / "videos").as_posix() for p in (out / "videos").rglob("*.gif")) \
+        == ["mt10_mtsac-1/push-v3.gif", "mt10_mtsac-1/reach-v3.gif",
+            "mt10_softmod-1/push-v3.gif", "mt10_softmod-1/reach-v3.gif"]
+    assert write_videos(params, {}, out) == {}
+    assert sorted(p.name for p in (out / "videos").iterdir()) == ["README.md"]

@@ -200,6 +200,9 @@ def relocate_store(db: Path, root: Path) -> str | None:
         return None
     new = (root / "mlartifacts").as_uri() + "/"
     with sqlite3.connect(db) as con:
+        if not con.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND "
+                           "name = 'experiments'").fetchone():
+            return None  # MLflow has not created its tables yet
         rows = con.execute("SELECT artifact_location FROM experiments").fetchall()
         olds = {loc[: loc.index("/mlartifacts/") + len("/mlartifacts/")]
                 for (loc,) in rows if loc and "/mlartifacts/" in loc and not loc.startswith(new)}
