@@ -59,6 +59,7 @@ def main() -> None:
     if backend is not None:
         use_backend(backend)
         record_videos(agent, tasks, cfg.env, cfg.seed, videos)
+        tracker.log_params({"render_backend": backend})
         tracker.log_artifacts(videos, "videos")
     elif params.evaluate.videos:
         print(no_backend_message())

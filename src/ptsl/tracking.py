@@ -285,5 +285,4 @@ def view_links(base_url: str = "http://127.0.0.1:5000", root: Path | None = None
 
 
 if __name__ == "__main__":  # `make ui` prints these before starting the server
-    for line in view_links():
-        print(line)
+    print("\n".join(view_links()) or "no training runs in the store yet: run `dvc repro` first")

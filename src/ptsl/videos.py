@@ -119,8 +119,9 @@ def record_videos(agent, tasks: TaskSet, env_cfg: EnvConfig, seed: int, out_dir:
     tmp = out_dir.with_name(f".{out_dir.name}.tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    index = {"videos": True, "backend": os.environ.get("MUJOCO_GL"), "size": settings.size,
-             "every": settings.every, "tasks": {}}
+    # The GL backend is a property of the machine, so it stays out of this DVC output (the
+    # evaluate stage logs it to MLflow); frames can still differ between renderers.
+    index = {"videos": True, "size": settings.size, "every": settings.every, "tasks": {}}
     for i, name in enumerate(tasks.names):
         env = MetaWorldTaskEnv(name, tasks.goals[i], env_cfg, task_seed(seed, i), normalize=False,
                                render_size=settings.size)
