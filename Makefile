@@ -41,7 +41,9 @@ bench: install
 	$(PY) -m pip install --disable-pip-version-check -q stable-baselines3==2.9.2
 	python -m ptsl.bench
 
+# Prints the links to the runs lists in the saved "Compare runs" view, then serves the UI.
 ui: install
+	python -m ptsl.tracking
 	mlflow ui --backend-store-uri "$${MLFLOW_TRACKING_URI:-sqlite:///$(CURDIR)/mlflow.db}"
 
 clean-scratch:

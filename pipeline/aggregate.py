@@ -1,30 +1,37 @@
 """Stage aggregate: the paper's tables (markdown, CSV), curves with confidence bands and per-task
-heatmaps per table, DVC plot data and metrics under reports/, logged to MLflow as artifacts."""
+heatmaps per table, DVC plot data (reports/plots/), the headline metric of every table row
+(reports/metrics/<experiment>.json) and, when videos were recorded, the GIFs (reports/videos/)
+and a rollout contact sheet per table; all logged to MLflow as artifacts."""
 
 import argparse
 from pathlib import Path
 
 from ptsl.cli import run_stage
 from ptsl.config import load_params
-from ptsl.paths import EVALS, PUBLISHED, REPORTS, RUNS
-from ptsl.report import Published, collect, write_reports
+from ptsl.paths import EVALS, PUBLISHED, REPORTS, RUNS, VIDEOS
+from ptsl.report import Published, collect, collect_videos, write_reports
 from ptsl.tracking import start_run
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--params", default="params.yaml")
-    ap.add_argument("--out", default=str(REPORTS))
+    ap.add_argument("--params", default="params.yaml", help="params file (default: %(default)s)")
+    ap.add_argument("--out", default=str(REPORTS),
+                    help="folder that receives the reports (default: %(default)s)")
     args = ap.parse_args()
     params = load_params(args.params)
     records = collect(params, RUNS, EVALS)
-    written = write_reports(params, records, Published.load(PUBLISHED), Path(args.out))
+    videos = collect_videos(params, VIDEOS)
+    written = write_reports(params, records, Published.load(PUBLISHED), Path(args.out), videos)
     tracker = start_run("aggregate", "aggregate", stage="aggregate")
     tracker.log_params({"budget": params.budget, "seeds": list(params.seeds),
                         "long_seeds": list(params.long_seeds), "steps": params.train.steps,
                         "long_steps": params.train.long_steps, "primary": params.report.primary})
     for path in written.values():
-        tracker.log_artifact(path)
+        if path.is_dir():
+            tracker.log_artifacts(path, path.name)
+        else:
+            tracker.log_artifact(path)
     tracker.end()
     print(written["results"].read_text())
 

@@ -17,8 +17,10 @@ from ptsl.tracking import start_run
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--params", default="params.yaml")
-    ap.add_argument("--out", default=str(REPORTS))
+    ap.add_argument("--params", default="params.yaml", help="params file (default: %(default)s)")
+    ap.add_argument("--out", default=str(REPORTS),
+                    help="folder that receives environment.json and benchmarks.json "
+                         "(default: %(default)s)")
     args = ap.parse_args()
     params = load_params(args.params)
     names = params.runs.plain + params.runs.ptsl

@@ -1,5 +1,6 @@
 """Stage evaluate@<experiment>-<seed>: load the final agent through the public API, run
-deterministic episodes of every task, write data/eval/<experiment>-<seed>.json."""
+deterministic episodes of every task, write data/eval/<experiment>-<seed>.json; with
+evaluate.videos, also record one episode per task as GIFs under data/videos/<experiment>-<seed>/."""
 
 import argparse
 from pathlib import Path
@@ -10,17 +11,25 @@ from ptsl.config import RunConfig, load_params, reads_pal_dim
 from ptsl.envs import MultiTaskVecEnv, load_tasks
 from ptsl.evaluate import evaluate
 from ptsl.io import write_json_atomic
-from ptsl.paths import EVALS, RUNS, TASK_CACHE, run_id, stage_id
+from ptsl.paths import EVALS, RUNS, TASK_CACHE, VIDEOS, run_id, stage_id
 from ptsl.tracking import start_run
+from ptsl.videos import find_backend, no_backend_message, record_videos, use_backend, \
+    write_no_videos
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--exp", required=True)
-    ap.add_argument("--seed", required=True, type=int)
-    ap.add_argument("--params", default="params.yaml")
-    ap.add_argument("--runs", default=str(RUNS))
-    ap.add_argument("--out", default=str(EVALS))
+    ap.add_argument("--exp", required=True,
+                    help="experiment name: a key of `experiments` in the params file")
+    ap.add_argument("--seed", required=True, type=int, help="seed of the trained run to evaluate")
+    ap.add_argument("--params", default="params.yaml", help="params file (default: %(default)s)")
+    ap.add_argument("--runs", default=str(RUNS),
+                    help="folder holding <exp>-<seed>/model.pt (default: %(default)s)")
+    ap.add_argument("--out", default=str(EVALS),
+                    help="folder that receives <exp>-<seed>.json (default: %(default)s)")
+    ap.add_argument("--videos", default=str(VIDEOS),
+                    help="folder that receives <exp>-<seed>/ with the rollout GIFs, or only "
+                         "index.json when evaluate.videos is false (default: %(default)s)")
     args = ap.parse_args()
     params = load_params(args.params)
     episodes = params.evaluate.episodes
@@ -41,14 +50,28 @@ def main() -> None:
               "per_task": {n: float(s) for n, s in zip(tasks.names, res.success)}}
     tracker = start_run("evaluate", name, stage=stage,
                         tags={"experiment": args.exp, "seed": str(args.seed)})
-    tracker.log_params({"episodes": episodes, "experiment": args.exp, "seed": args.seed})
+    tracker.log_params({"episodes": episodes, "videos": params.evaluate.videos, **cfg.headline()})
     tracker.log_metrics({"success": res.mean_success, "return": res.mean_return,
+                         "parameter_count": agent.parameter_count(),
                          **{f"success/{k}": v for k, v in record["per_task"].items()}}, 0)
+    videos = Path(args.videos) / name
+    backend = find_backend() if params.evaluate.videos else None
+    if backend is not None:
+        use_backend(backend)
+        record_videos(agent, tasks, cfg.env, cfg.seed, videos)
+        tracker.log_params({"render_backend": backend})
+        tracker.log_artifacts(videos, "videos")
+    elif params.evaluate.videos:
+        print(no_backend_message())
+        write_no_videos(videos, "no off-screen OpenGL backend for MuJoCo")
+    else:
+        write_no_videos(videos, "evaluate.videos is false")
     out = Path(args.out) / f"{name}.json"
     write_json_atomic(out, record)
     tracker.log_artifact(out)
     tracker.end()
-    print(f"{name}: evaluation success {res.mean_success:.3f} over {episodes} episode(s) per task")
+    print(f"{name}: evaluation success {res.mean_success:.3f} over {episodes} episode(s) per task"
+          + (f"; videos in {videos} ({backend})" if backend else ""))
 
 
 if __name__ == "__main__":

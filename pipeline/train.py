@@ -14,10 +14,13 @@ from ptsl.train import train, write_run_outputs
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--exp", required=True, help="experiment name from params.yaml")
-    ap.add_argument("--seed", required=True, type=int)
-    ap.add_argument("--params", default="params.yaml")
-    ap.add_argument("--out", default=str(RUNS))
+    ap.add_argument("--exp", required=True,
+                    help="experiment name: a key of `experiments` in the params file")
+    ap.add_argument("--seed", required=True, type=int,
+                    help="training seed (goals, network init, replay sampling)")
+    ap.add_argument("--params", default="params.yaml", help="params file (default: %(default)s)")
+    ap.add_argument("--out", default=str(RUNS),
+                    help="folder that receives <exp>-<seed>/ (default: %(default)s)")
     args = ap.parse_args()
     params = load_params(args.params)
     cfg = run_config(params, args.exp, args.seed)
@@ -31,14 +34,15 @@ def main() -> None:
                               "method": cfg.experiment.method, "device": str(device),
                               "fast_path": str(runtime.fast)})
     try:
-        tracker.log_params(cfg.to_dict())
+        tracker.log_params({**cfg.to_dict(), **cfg.headline()})
         result = train(cfg, scratch_dir=RESUME, task_cache=TASK_CACHE, tracker=tracker,
                        runtime=runtime)
         out = Path(args.out) / name
         write_run_outputs(result, out, {"experiment": args.exp, "seed": args.seed,
                                         "method": cfg.experiment.method,
                                         "benchmark": cfg.experiment.benchmark})
-        tracker.log_metrics({"parameter_count": result.parameter_count,
+        tracker.log_metrics({"final_success": float(result.curve["success"].iloc[-1]),
+                             "parameter_count": result.parameter_count,
                              "wall_seconds": result.wall_seconds}, cfg.train.steps)
         tracker.log_artifact(out / "curve.csv")
         tracker.log_artifact(out / "summary.json")

@@ -60,13 +60,22 @@ def make_project(dest: Path, experiments: dict[str, dict], seeds: list[int],
                     ["config", "user.name", "test"]):
             subprocess.run(["git", *cmd], cwd=dest, check=True, capture_output=True)
         dvc(dest, "init", "-q")
-        (dest / ".gitignore").write_text("mlflow.db\nmlartifacts/\n.scratch/\n__pycache__/\n")
+        _dvc_plots_setup(dest)
+        (dest / ".gitignore").write_text("mlflow.db\nmlartifacts/\n.scratch/\n__pycache__/\n"
+                                         "dvc_plots/\n")
         subprocess.run(["git", "add", "-A"], cwd=dest, check=True, capture_output=True)
         subprocess.run(["git", "commit", "-qm", "tiny project"], cwd=dest, check=True,
                        capture_output=True)
     else:
         dvc(dest, "init", "--no-scm", "-q")
+        _dvc_plots_setup(dest)
     return dest
+
+
+def _dvc_plots_setup(dest: Path) -> None:
+    """The project's plot template and offline page, as in the real .dvc/ folder."""
+    shutil.copytree(ROOT / ".dvc" / "plots", dest / ".dvc" / "plots", dirs_exist_ok=True)
+    dvc(dest, "config", "plots.html_template", "plots/offline.html")
 
 
 def env_for(project: Path) -> dict[str, str]:

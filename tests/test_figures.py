@@ -89,3 +89,23 @@ def test_short_task_name():
     assert short_task_name("pick-place-v3") == "pick-place"
     assert short_task_name("success/door-open-v2") == "door-open"
     assert short_task_name("reach") == "reach"
+
+
+def test_contact_sheet_wraps_long_rows(tmp_path):
+    from ptsl.figures import plot_contact_sheet
+
+    rng = np.random.default_rng(0)
+    frame = lambda: rng.integers(0, 255, size=(32, 32, 3), dtype=np.uint8)  # noqa: E731
+    rows = [("MT-SAC (a-1)", [(f"task{i}-v3", frame(), i == 0) for i in range(12)]),
+            ("CARE (b-1)", [(f"task{i}-v3", frame(), False) for i in range(3)])]
+    path = tmp_path / "sheet.png"
+    plot_contact_sheet(rows, path, "Tiny: rollouts", columns=5)
+    width, height = _png_size(path)
+    assert width == 5 * 110  # five tiles of 1.1 in at 100 dpi
+    wide = tmp_path / "wide.png"
+    plot_contact_sheet(rows, wide, "Tiny: rollouts", columns=12)
+    assert _png_size(wide)[1] < height  # one line of tiles for the first row instead of three
+    _only_files = sorted(p.name for p in tmp_path.iterdir())
+    assert _only_files == ["sheet.png", "wide.png"]
+    with pytest.raises(ValueError, match="at least one frame"):
+        plot_contact_sheet([("empty", [])], tmp_path / "x.png", "t")

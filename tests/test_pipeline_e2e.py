@@ -51,8 +51,15 @@ def test_reports_exist_and_agree(project):
     assert "Published:" in results
     for name in ("short_curves.png", "short_tasks.png", "long_curves.png", "long_tasks.png"):
         assert (project / "reports" / "figures" / name).read_bytes()[:4] == b"\x89PNG"
-    metrics = json.loads((project / "reports" / "metrics.json").read_text())
-    assert set(metrics) == {"short", "long"} and "tiny_mtsac" in metrics["short"]
+    # One headline number per table row, one file per experiment (details in tables/*.csv).
+    assert sorted(p.name for p in (project / "reports" / "metrics").iterdir()) == ["tiny_mtsac.json"]
+    metrics = json.loads((project / "reports" / "metrics" / "tiny_mtsac.json").read_text())
+    assert metrics == {"short": pytest.approx(short["mean"].iloc[0], abs=1e-4),
+                       "long": pytest.approx(long_mean(project), abs=1e-4)}
+    # Videos are off by default: the evaluate stage says so, the report folder explains it.
+    index = json.loads((project / "data" / "videos" / "tiny_mtsac-1" / "index.json").read_text())
+    assert index == {"videos": False, "reason": "evaluate.videos is false"}
+    assert sorted(p.name for p in (project / "reports" / "videos").iterdir()) == ["README.md"]
     env = json.loads((project / "reports" / "environment.json").read_text())
     assert env["torch"]["device"] == "cpu" and "metaworld" in env["versions"]
     bench = json.loads((project / "reports" / "benchmarks.json").read_text())
@@ -60,6 +67,10 @@ def test_reports_exist_and_agree(project):
     for s in (1, 2):
         run = project / "data" / "runs" / f"tiny_mtsac-{s}"
         assert sorted(p.name for p in run.iterdir()) == ["curve.csv", "model.pt", "summary.json"]
+
+
+def long_mean(project) -> float:
+    return pd.read_csv(project / "reports" / "tables" / "long.csv")["mean"].iloc[0]
 
 
 def test_mlflow_runs_logged(project):
@@ -85,7 +96,7 @@ def test_mlflow_runs_logged(project):
     agg = client.get_experiment_by_name("aggregate")
     agg_run = client.search_runs([agg.experiment_id])[0]
     artifacts = {a.path for a in client.list_artifacts(agg_run.info.run_id)}
-    assert {"results.md", "metrics.json", "short_curves.png", "long_tasks.png"} <= artifacts
+    assert {"results.md", "metrics", "short_curves.png", "long_tasks.png"} <= artifacts
 
 
 def test_second_repro_is_a_noop_and_dvc_views_work(project):
@@ -93,4 +104,21 @@ def test_second_repro_is_a_noop_and_dvc_views_work(project):
     assert "Data and pipelines are up to date" in out
     assert "tiny_mtsac" in dvc(project, "metrics", "show").stdout
     plots = dvc(project, "plots", "show", "--json").stdout
-    assert "reports/curves/tiny_mtsac.csv" in plots
+    for name in ("tables/short.csv", "tables/long.csv", "runs/tiny_mtsac-1.csv",
+                 "runs/tiny_mtsac-2.csv"):
+        assert f"reports/plots/{name}" in plots
+    table = pd.read_csv(project / "reports" / "plots" / "tables" / "short.csv")
+    assert table["title"].unique().tolist() == ["Tiny: mean over 2 seed(s)"]
+    assert table["row"].unique().tolist() == ["Tiny MT-SAC"] and table["step"].max() == 40
+    run = pd.read_csv(project / "reports" / "plots" / "runs" / "tiny_mtsac-1.csv")
+    assert run["title"].iloc[0] == "Tiny MT-SAC: tiny_mtsac-1" and run["step"].max() == 60
+
+
+def test_plots_page_works_offline(project):
+    """The page carries the charting library itself: no script is fetched from the network."""
+    import re
+
+    dvc(project, "plots", "show")
+    page = (project / "dvc_plots" / "index.html").read_text()
+    assert not re.search(r"<script[^>]+src=", page) and "https://cdn" not in page
+    assert "vegaEmbed" in page and page.count("vegaEmbed('#") == 4  # 2 tables + 2 runs

@@ -92,6 +92,9 @@ class EvaluateConfig:
     """Evaluation stage: deterministic episodes per task from the final checkpoint."""
 
     episodes: int = _spec(1, ge=1)
+    videos: bool = _spec(False, doc="record one deterministic episode per task (GIF) and a "
+                                    "contact sheet under reports/videos/; needs off-screen "
+                                    "MuJoCo rendering (MUJOCO_GL=egl or osmesa)")
 
 
 @dataclass(frozen=True)
@@ -191,6 +194,16 @@ class RunConfig:
     def to_dict(self) -> dict[str, Any]:
         """Plain nested dict (for checkpoints and MLflow params)."""
         return dataclasses.asdict(self)
+
+    def headline(self) -> dict[str, Any]:
+        """The few values a reader compares runs by (short MLflow param names)."""
+        exp = self.experiment
+        out: dict[str, Any] = {"experiment": self.name, "method": exp.method,
+                               "benchmark": exp.benchmark, "seed": self.seed,
+                               "hidden_dim": exp.hidden_dim, "num_layers": exp.num_layers}
+        if exp.pal_dim is not None:
+            out["pal_dim"] = exp.pal_dim
+        return out
 
     def key(self) -> str:
         """Stable hash of the resolved config; keys the scratch resume checkpoint."""

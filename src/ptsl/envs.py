@@ -94,14 +94,20 @@ class RewardNormalizer:
 class MetaWorldTaskEnv(gym.Env):
     """One Meta-World task under the project's protocol (a gymnasium env, picklable factory)."""
 
-    metadata: dict[str, Any] = {"render_modes": []}
+    metadata: dict[str, Any] = {"render_modes": ["rgb_array"]}
 
     def __init__(self, name: str, goals: tuple, env_cfg: EnvConfig, seed: int,
-                 normalize: bool) -> None:
+                 normalize: bool, render_size: int | None = None) -> None:
         from metaworld.env_dict import ALL_V3_ENVIRONMENTS
 
-        self._env = ALL_V3_ENVIRONMENTS[name](reward_function_version=env_cfg.reward_version)
+        # render_size: off-screen RGB frames of that many pixels square (rollout videos).
+        render = ({} if render_size is None else
+                  {"render_mode": "rgb_array", "camera_name": "corner2",
+                   "width": render_size, "height": render_size})
+        self._env = ALL_V3_ENVIRONMENTS[name](reward_function_version=env_cfg.reward_version,
+                                              **render)
         self._env.seed(seed)
+        self._render_ready = False
         # Episodes are cut here; Meta-World refuses to step past its own max_path_length.
         self._env.max_path_length = env_cfg.episode_length
         self._goals = goals
@@ -149,8 +155,29 @@ class MetaWorldTaskEnv(gym.Env):
         truncated = self._t >= self._episode_length
         return obs.astype(np.float32), float(reward), bool(terminated), truncated, info
 
+    def render(self) -> np.ndarray:
+        """The current frame (H, W, 3) uint8; needs ``render_size`` and an off-screen GL."""
+        frame = self._env.render()
+        if not self._render_ready:
+            # Shadows and reflections make software GL (OSMesa) about 4x slower and add little
+            # at thumbnail size; the viewer exists only after the first render.
+            import mujoco
+
+            scene = self._env.mujoco_renderer._get_viewer("rgb_array").scn
+            for flag in (mujoco.mjtRndFlag.mjRND_SHADOW, mujoco.mjtRndFlag.mjRND_REFLECTION):
+                scene.flags[flag] = 0
+            self._render_ready = True
+            frame = self._env.render()
+        # Meta-World's cameras deliver the image bottom row first.
+        return np.ascontiguousarray(frame[::-1])
+
     def close(self) -> None:
         self._env.close()
+
+
+def task_seed(seed: int, index: int) -> int:
+    """The seed of task ``index``'s environment in a run with ``seed``."""
+    return seed * 1000 + index
 
 
 @dataclass
@@ -215,7 +242,7 @@ class MultiTaskVecEnv:
                  normalize_reward: bool | None = None, vector: str | None = None) -> None:
         normalize = env_cfg.normalize_reward if normalize_reward is None else normalize_reward
         fns = [functools.partial(MetaWorldTaskEnv, name, tasks.goals[i], env_cfg,
-                                 seed * 1000 + i, normalize)
+                                 task_seed(seed, i), normalize)
                for i, name in enumerate(tasks.names)]
         mode = vector or env_cfg.vector
         kwargs = {"autoreset_mode": gym.vector.AutoresetMode.DISABLED}

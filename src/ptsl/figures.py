@@ -170,3 +170,34 @@ def plot_task_heatmap(matrix: np.ndarray, row_labels: Sequence[str], task_names:
     cbar.set_label("success rate", fontsize=8)
     cbar.ax.tick_params(labelsize=7)
     _save_png_atomic(fig, path)
+
+
+def plot_contact_sheet(rows: Sequence[tuple[str, Sequence[tuple[str, np.ndarray, bool]]]],
+                       path: Path, title: str, columns: int = 10) -> None:
+    """Rollout stills: one block per table row, one tile per task (the episode's last frame).
+
+    ``rows`` holds ``(row label, [(task name, frame (H, W, 3) uint8, success), ...])``; a block
+    wraps after ``columns`` tiles (MT50: five lines of ten). A tile's caption is the short task
+    name, marked ``✓`` when the episode succeeded.
+    """
+    if not rows or any(not tiles for _, tiles in rows):
+        raise ValueError("every row of a contact sheet needs at least one frame")
+    cols = min(columns, max(len(tiles) for _, tiles in rows))
+    lines = [-(-len(tiles) // cols) for _, tiles in rows]  # ceil: tile lines per block
+    tile = 1.1  # inches per tile, caption included
+    fig = Figure(figsize=(tile * cols, 0.4 + sum(tile * n + 0.3 for n in lines)), dpi=100,
+                 layout="constrained")
+    fig.suptitle(title, fontsize=10)
+    blocks = fig.subfigures(len(rows), 1, height_ratios=[tile * n + 0.3 for n in lines],
+                            squeeze=False)[:, 0]
+    for block, (label, tiles), n in zip(blocks, rows, lines):
+        block.suptitle(label, fontsize=9, x=0.01, ha="left")
+        axes = block.subplots(n, cols, squeeze=False)
+        for k, ax in enumerate(axes.flat):
+            ax.set_axis_off()
+            if k < len(tiles):
+                name, frame, success = tiles[k]
+                ax.imshow(frame, interpolation="nearest")
+                ax.set_title(short_task_name(name) + (" ✓" if success else ""), fontsize=6.5,
+                             color="tab:green" if success else "0.2", pad=2)
+    _save_png_atomic(fig, path)

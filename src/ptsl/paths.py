@@ -6,6 +6,7 @@ from pathlib import Path
 
 RUNS = Path("data/runs")          # train outputs: <exp>-<seed>/{model.pt,curve.csv,summary.json}
 EVALS = Path("data/eval")         # evaluate outputs: <exp>-<seed>.json
+VIDEOS = Path("data/videos")      # evaluate outputs: <exp>-<seed>/{<task>.gif,<task>.png,index.json}
 REPORTS = Path("reports")
 SCRATCH = Path(".scratch")        # ignored: resume checkpoints and the Meta-World task cache
 RESUME = SCRATCH / "resume"

@@ -1,5 +1,5 @@
 """Runs -> the paper's tables (markdown, CSV), figures (curves with confidence bands, per-task
-heatmaps), DVC plot data and metrics, with published numbers beside ours.
+heatmaps, rollout contact sheets), DVC plot data and metrics, with published numbers beside ours.
 
 Every table reads the runs' evaluation curves at its reported step: ``final`` is the success at
 that step, ``best`` the best evaluation so far; ``report.primary`` picks the headline one.
@@ -8,6 +8,7 @@ that step, ``best`` the best evaluation so far; ``report.primary`` picks the hea
 from __future__ import annotations
 
 import json
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
@@ -17,7 +18,7 @@ import pandas as pd
 import yaml
 
 from .config import Params, TableConfig, preset_matches
-from .figures import plot_curves, plot_task_heatmap
+from .figures import plot_contact_sheet, plot_curves, plot_task_heatmap
 from .io import write_json_atomic, write_text_atomic
 from .paths import run_id
 from .stats import scores_at, summarize
@@ -130,14 +131,104 @@ def mean_curves(curves: pd.DataFrame) -> pd.DataFrame:
     return out.rename(columns={"mean": "success", "std": "success_std", "count": "seeds"}).fillna(0.0)
 
 
+def table_plot_frame(params: Params, table: TableConfig, curves: pd.DataFrame) -> pd.DataFrame:
+    """DVC plot data of one table: a line per row (mean over the table's seeds) up to its step.
+
+    Long format (``title, row, step, success, success_std, seeds``): the project's ``rows``
+    template colours by ``row``, and the offline page titles the chart from ``title``.
+    """
+    step, seeds = params.table_step(table), params.table_seeds(table)
+    sub = curves[(curves["step"] <= step) & curves["seed"].isin(seeds)
+                 & curves["experiment"].isin(table.rows)]
+    means = mean_curves(sub)
+    means["row"] = means["experiment"].map(lambda n: params.experiments[n].label or n)
+    means["title"] = f"{table.title}: mean over {len(seeds)} seed(s)"
+    return means[["title", "row", "step", "success", "success_std", "seeds"]]
+
+
+def run_plot_frame(params: Params, experiment: str, seed: int,
+                   curves: pd.DataFrame) -> pd.DataFrame:
+    """DVC plot data of one run: its evaluation success and return, named by experiment and
+    seed."""
+    run = curves[(curves["experiment"] == experiment) & (curves["seed"] == seed)]
+    label = params.experiments[experiment].label or experiment
+    out = run[["step", "success", "return"]].copy()
+    out.insert(0, "row", label)
+    out.insert(0, "title", f"{label}: {run_id(experiment, seed)}")
+    out["seeds"] = 1
+    return out
+
+
+@dataclass(frozen=True)
+class Rollouts:
+    """Recorded rollout videos of one run (``data/videos/<exp>-<seed>/``)."""
+
+    folder: Path
+    tasks: Mapping[str, Mapping[str, Any]]  # task -> {"success": bool, "frames": int}
+
+    def tiles(self) -> list[tuple[str, np.ndarray, bool]]:
+        """(task, last frame, success) per task, for a contact sheet."""
+        from PIL import Image
+
+        return [(name, np.asarray(Image.open(self.folder / f"{name}.png").convert("RGB")),
+                 bool(info["success"])) for name, info in self.tasks.items()]
+
+
+def collect_videos(params: Params, videos_dir: Path) -> dict[str, Rollouts]:
+    """Runs (``<exp>-<seed>``) with recorded videos; a run's missing index is an error."""
+    out = {}
+    for exp in params.runs.plain + params.runs.ptsl:
+        for seed in params.seeds:
+            name = run_id(exp, seed)
+            index_path = videos_dir / name / "index.json"
+            if not index_path.is_file():
+                raise FileNotFoundError(f"{index_path} is missing; run `dvc repro` to produce it")
+            index = json.loads(index_path.read_text())
+            if index.get("videos"):
+                out[name] = Rollouts(folder=videos_dir / name, tasks=index["tasks"])
+    return out
+
+
+def write_videos(params: Params, videos: Mapping[str, Rollouts], out_dir: Path) -> dict[str, Path]:
+    """Copy the GIFs to ``out_dir/videos/<exp>-<seed>/`` and draw one contact sheet per table
+    (a frame grid per table row, its first seed) under ``out_dir/figures/``."""
+    target = out_dir / "videos"
+    if target.exists():
+        shutil.rmtree(target)
+    target.mkdir(parents=True)
+    if not videos:
+        (target / "README.md").write_text(
+            "No rollout videos: set `evaluate.videos: true` in params.yaml (needs off-screen "
+            "MuJoCo rendering, see the README) and run `dvc repro`.\n")
+        return {}
+    for name, rollouts in videos.items():
+        (target / name).mkdir()
+        for task in rollouts.tasks:
+            shutil.copy2(rollouts.folder / f"{task}.gif", target / name / f"{task}.gif")
+    sheets = {}
+    for tname, table in params.tables.items():
+        seed = params.table_seeds(table)[0]
+        names = [(n, run_id(n, seed)) for n in table.rows]
+        if not all(run in videos for _, run in names):
+            continue
+        rows = [(f"{params.experiments[n].label or n} ({run})", videos[run].tiles())
+                for n, run in names]
+        path = out_dir / "figures" / f"{tname}_rollouts.png"
+        plot_contact_sheet(rows, path, f"{table.title}: last frame of one deterministic episode "
+                                       f"per task, seed {seed} (✓ success)")
+        sheets[tname] = path
+    return sheets
+
+
 def write_reports(params: Params, records: RunRecords, published: Published,
-                  out_dir: Path) -> dict[str, Path]:
+                  out_dir: Path, videos: Mapping[str, Rollouts] | None = None) -> dict[str, Path]:
     """Write every report file under ``out_dir``; returns the main ones."""
     rng = np.random.default_rng(0)  # bootstrap draws: fixed so reports are reproducible
     caption = budget_caption(params)
     sections = [f"Generated by the `aggregate` stage; {caption}.\n"]
     metrics: dict[str, dict] = {}
     written: dict[str, Path] = {}
+    sheets = write_videos(params, videos or {}, out_dir)
     for tname, table in params.tables.items():
         frame, per_task = table_frame(params, table, records, published, rng)
         md = table_markdown(frame, table, params.report.primary)
@@ -155,19 +246,32 @@ def write_reports(params: Params, records: RunRecords, published: Published,
         task_names = per_task[table.rows[0]][1]
         plot_task_heatmap(matrix, [labels[n] for n in table.rows], task_names, tasks_png,
                           f"{table.title}: per-task {params.report.primary} success")
+        rollouts = (f" ![{table.title} rollouts](figures/{sheets[tname].name})"
+                    if tname in sheets else "")
         sections.append(md + f"\n![{table.title} curves](figures/{curves_png.name}) "
-                        f"![{table.title} per task](figures/{tasks_png.name})\n")
-        metrics[tname] = {r.experiment: {"iqm": r.iqm, "mean": r.mean, "std": r.std,
-                                         "seeds": r.seeds} for r in frame.itertuples()}
+                        f"![{table.title} per task](figures/{tasks_png.name}){rollouts}\n")
+        # The headline number of every table row: the primary metric's mean over seeds at the
+        # table's step (`short` or `long`; the same in every table listing that row).
+        for r in frame.itertuples():
+            metrics.setdefault(r.experiment, {})[table.at] = round(float(r.mean), 4)
+        write_text_atomic(out_dir / "plots" / "tables" / f"{tname}.csv",
+                          table_plot_frame(params, table, records.curves).to_csv(index=False))
         written[f"{tname}_curves"] = curves_png
         written[f"{tname}_tasks"] = tasks_png
+        if tname in sheets:
+            written[f"{tname}_rollouts"] = sheets[tname]
     sections.append(f"\\* Published: {published.source}. {published.protocol}.\n")
     written["results"] = out_dir / "results.md"
     write_text_atomic(written["results"], "\n".join(sections))
-    written["metrics"] = out_dir / "metrics.json"
-    write_json_atomic(written["metrics"], metrics)
-    # One CSV per experiment so that `dvc plots show` draws one line each.
-    for exp, g in mean_curves(records.curves).groupby("experiment", sort=False):
-        write_text_atomic(out_dir / "curves" / f"{exp}.csv",
-                          g[["step", "success", "success_std"]].to_csv(index=False))
+    # One small file per experiment: `dvc metrics show` prints a row per experiment with its
+    # `short` and `long` headline, and `dvc exp diff` lists what an experiment changed. The
+    # statistics behind them (IQM, CI, std, per task) stay in tables/*.csv.
+    for exp, values in metrics.items():
+        write_json_atomic(out_dir / "metrics" / f"{exp}.json",
+                          {at: values[at] for at in ("short", "long") if at in values})
+    written["metrics"] = out_dir / "metrics"
+    # One chart per run for `dvc plots show`, named by experiment and seed.
+    for (exp, seed), _ in records.curves.groupby(["experiment", "seed"], sort=False):
+        write_text_atomic(out_dir / "plots" / "runs" / f"{run_id(exp, seed)}.csv",
+                          run_plot_frame(params, exp, seed, records.curves).to_csv(index=False))
     return written

@@ -7,6 +7,7 @@ then :func:`start_run` returns a tracker whose calls do nothing.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import time
@@ -95,6 +96,10 @@ class Tracker:
     def log_artifact(self, path: str | Path) -> None:
         self._client.log_artifact(self.run_id, str(path))
 
+    def log_artifacts(self, folder: str | Path, artifact_path: str) -> None:
+        """Every file of ``folder`` under ``artifact_path`` in the run's artifacts."""
+        self._client.log_artifacts(self.run_id, str(folder), artifact_path)
+
     def set_tags(self, tags: Mapping[str, str]) -> None:
         for k, v in tags.items():
             self._client.set_tag(self.run_id, k, str(v))
@@ -115,15 +120,127 @@ class NullTracker(Tracker):
     def log_metrics(self, metrics: Mapping[str, float], step: int) -> None: ...
     def flush(self) -> None: ...
     def log_artifact(self, path: str | Path) -> None: ...
+    def log_artifacts(self, folder: str | Path, artifact_path: str) -> None: ...
     def set_tags(self, tags: Mapping[str, str]) -> None: ...
     def end(self, status: str = "FINISHED") -> None: ...
+
+
+# MLflow 3 marks an experiment's kind with this tag (its UI offers GenAI or model-training pages);
+# the pipeline's experiments are model training. MLflow 3.17's UI follows its own GenAI /
+# model-training toggle instead, which the links of `view_links` set.
+EXPERIMENT_KIND = {"mlflow.experimentKind": "custom_model_development"}
+# A saved view of the runs list ("Views" menu of the UI, or ?viewStateShareKey=compare): MLflow
+# stores views as experiment tags `mlflow.sharedViewState.<id>` holding a JSON envelope.
+VIEW_ID = "compare"
+VIEW_COLUMNS = {
+    "train": ["params.`method`", "params.`benchmark`", "params.`seed`", "params.`pal_dim`",
+              "metrics.`final_success`", "metrics.`parameter_count`"],
+    "evaluate": ["params.`method`", "params.`benchmark`", "params.`seed`", "params.`pal_dim`",
+                 "metrics.`success`", "metrics.`parameter_count`"],
+}
+NOTES = {
+    "check_env": "Stage check_env: library versions, torch device, per-benchmark checks.",
+    "train": "One run per DVC training stage <experiment>-<seed>; [name] = DVC experiment.",
+    "evaluate": "One run per DVC evaluation stage: per-task success (and rollout GIFs).",
+    "aggregate": "The paper's tables, figures, metrics and plot data.",
+}
+
+
+def dvc_experiment() -> str:
+    """The DVC experiment a stage runs under (``DVC_EXP_NAME``, set by ``dvc exp run``), or
+    ``workspace`` for a plain ``dvc repro`` or a direct call."""
+    return os.environ.get("DVC_EXP_NAME") or "workspace"
+
+
+def display_name(run_name: str) -> str:
+    """``mt10_care_ptsl-1``, or ``mt10_care_ptsl-1 [exp-name]`` under ``dvc exp run`` so that
+    an ablation's runs read apart from the baseline's in the runs list."""
+    exp = os.environ.get("DVC_EXP_NAME")
+    return f"{run_name} [{exp}]" if exp else run_name
+
+
+def view_tag(columns: list[str]) -> tuple[str, str]:
+    """The experiment tag of the saved runs view that shows ``columns``."""
+    # Source is the run's DVC stage (tag mlflow.source.name), Version its git commit.
+    state = {"selectedColumns": ["attributes.`Source`", "attributes.`Version`", *columns],
+             "orderByKey": "attributes.start_time", "orderByAsc": False}
+    envelope = {"name": "Compare runs", "createdAt": 0, "updatedAt": 0,
+                "state": json.dumps(state)}
+    return f"mlflow.sharedViewState.{VIEW_ID}", json.dumps(envelope)
+
+
+def _experiment_tags(experiment: str) -> dict[str, str]:
+    tags = dict(EXPERIMENT_KIND)
+    if experiment in NOTES:
+        tags["mlflow.note.content"] = NOTES[experiment]
+    if experiment in VIEW_COLUMNS:
+        key, value = view_tag(VIEW_COLUMNS[experiment])
+        tags[key] = value
+    return tags
+
+
+def _store_path(uri: str) -> Path | None:
+    """The SQLite file of a ``sqlite:///`` URI (None for a server or another backend)."""
+    prefix = "sqlite:///"
+    return Path(uri[len(prefix):]) if uri.startswith(prefix) else None
+
+
+def relocate_store(db: Path, root: Path) -> str | None:
+    """Point a copied or moved project store at this checkout's ``mlartifacts/``.
+
+    MLflow stores absolute artifact locations (per experiment, and per run derived from it) and
+    has no call to change them. A store created in another folder (``cp -r`` of the checkout,
+    or a moved one) would write new artifacts into that old folder, so locations under
+    ``<old root>/mlartifacts/`` are rewritten to ``<root>/mlartifacts/``. Returns the old root
+    when something was rewritten.
+    """
+    import sqlite3
+
+    if not db.is_file():
+        return None
+    new = (root / "mlartifacts").as_uri() + "/"
+    with sqlite3.connect(db) as con:
+        if not con.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND "
+                           "name = 'experiments'").fetchone():
+            return None  # MLflow has not created its tables yet
+        rows = con.execute("SELECT artifact_location FROM experiments").fetchall()
+        olds = {loc[: loc.index("/mlartifacts/") + len("/mlartifacts/")]
+                for (loc,) in rows if loc and "/mlartifacts/" in loc and not loc.startswith(new)}
+        for old in olds:
+            n = len(old) + 1
+            con.execute("UPDATE experiments SET artifact_location = ? || substr(artifact_location, ?)"
+                        " WHERE substr(artifact_location, 1, ?) = ?", (new, n, n - 1, old))
+            con.execute("UPDATE runs SET artifact_uri = ? || substr(artifact_uri, ?)"
+                        " WHERE substr(artifact_uri, 1, ?) = ?", (new, n, n - 1, old))
+    if not olds:
+        return None
+    old_root = sorted(olds)[0][: -len("/mlartifacts/")]
+    print(f"mlflow.db: artifact locations moved from {old_root} to {root.as_uri()} "
+          "(the checkout was copied or moved)")
+    return old_root
+
+
+def _experiment_id(client: Any, experiment: str, root: Path) -> str:
+    """The experiment's id, created with the project's artifact folder and tags if missing."""
+    exp = client.get_experiment_by_name(experiment)
+    wanted = _experiment_tags(experiment)
+    if exp is None:
+        # A fixed artifact location in the project root (not the cwd, which a queued DVC
+        # experiment makes a temp copy).
+        location = (root / "mlartifacts" / experiment).as_uri()
+        return client.create_experiment(experiment, artifact_location=location, tags=wanted)
+    for key, value in wanted.items():  # stores created before these tags existed
+        if exp.tags.get(key) != value:
+            client.set_experiment_tag(exp.experiment_id, key, value)
+    return exp.experiment_id
 
 
 def start_run(experiment: str, run_name: str, stage: str, root: Path | None = None,
               tags: Mapping[str, str] | None = None) -> Tracker:
     """Open an MLflow run named ``run_name`` in MLflow experiment ``experiment``.
 
-    Tags record the git commit and the DVC stage that produced the run.
+    Tags link the run to what produced it: the DVC stage (also shown as the run's Source), the
+    DVC experiment (``workspace`` outside ``dvc exp run``) and the git commit.
     """
     if not tracking_enabled():
         return NullTracker()
@@ -131,16 +248,41 @@ def start_run(experiment: str, run_name: str, stage: str, root: Path | None = No
 
     root = project_root(root)
     uri = tracking_uri(root)
+    db = _store_path(uri)
+    if db is not None and db.parent == root:
+        relocate_store(db, root)
     client = MlflowClient(tracking_uri=uri)
-    exp = client.get_experiment_by_name(experiment)
-    if exp is None:
-        # A fixed artifact location in the project root (not the cwd, which a queued DVC
-        # experiment makes a temp copy).
-        location = (root / "mlartifacts" / experiment).as_uri()
-        exp_id = client.create_experiment(experiment, artifact_location=location)
-    else:
-        exp_id = exp.experiment_id
-    all_tags = {"mlflow.runName": run_name, "git_commit": git_commit(root), "dvc_stage": stage}
+    exp_id = _experiment_id(client, experiment, root)
+    commit = git_commit(root)
+    all_tags = {"mlflow.runName": display_name(run_name), "dvc_stage": stage,
+                "dvc_experiment": dvc_experiment(), "git_commit": commit,
+                "mlflow.source.name": stage, "mlflow.source.type": "PROJECT"}
+    if commit != "unknown":
+        all_tags["mlflow.source.git.commit"] = commit
+    all_tags["mlflow.note.content"] = (  # the run page's description
+        f"DVC stage `{stage}`, DVC experiment `{dvc_experiment()}`, git commit `{commit[:10]}`.")
     all_tags.update(tags or {})
-    run = client.create_run(exp_id, run_name=run_name, tags=all_tags)
+    run = client.create_run(exp_id, run_name=display_name(run_name), tags=all_tags)
     return Tracker(client, run.info.run_id)
+
+
+def view_links(base_url: str = "http://127.0.0.1:5000", root: Path | None = None) -> list[str]:
+    """Links that open the project's runs lists in the saved ``Compare runs`` view.
+
+    ``workflowType=machine_learning`` selects the UI's model-training side: MLflow 3.17 starts
+    on its GenAI side and then ignores the experiment's kind tag.
+    """
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=tracking_uri(root))
+    links = []
+    for name in VIEW_COLUMNS:
+        exp = client.get_experiment_by_name(name)
+        if exp is not None:
+            links.append(f"{name}: {base_url}/#/experiments/{exp.experiment_id}/runs"
+                         f"?workflowType=machine_learning&viewStateShareKey={VIEW_ID}")
+    return links
+
+
+if __name__ == "__main__":  # `make ui` prints these before starting the server
+    print("\n".join(view_links()) or "no training runs in the store yet: run `dvc repro` first")
