@@ -7,10 +7,11 @@ from pathlib import Path
 from ptsl import load_agent
 from ptsl.cli import run_stage
 from ptsl.config import RunConfig, load_params, reads_pal_dim
+from ptsl.envcheck import check_machine
 from ptsl.envs import MultiTaskVecEnv, load_tasks
 from ptsl.evaluate import evaluate
 from ptsl.io import write_json_atomic
-from ptsl.paths import EVALS, RUNS, TASK_CACHE, run_id, stage_id
+from ptsl.paths import EVALS, REQUIREMENTS, RUNS, TASK_CACHE, run_id, stage_id
 from ptsl.tracking import start_run
 
 
@@ -22,6 +23,7 @@ def main() -> None:
     ap.add_argument("--runs", default=str(RUNS))
     ap.add_argument("--out", default=str(EVALS))
     args = ap.parse_args()
+    check_machine(REQUIREMENTS)
     params = load_params(args.params)
     episodes = params.evaluate.episodes
     name = run_id(args.exp, args.seed)

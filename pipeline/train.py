@@ -5,8 +5,9 @@ from pathlib import Path
 
 from ptsl.cli import run_stage
 from ptsl.config import load_params, reads_pal_dim, run_config
+from ptsl.envcheck import check_machine
 from ptsl.methods import check_buildable
-from ptsl.paths import RESUME, RUNS, TASK_CACHE, run_id, stage_id
+from ptsl.paths import REQUIREMENTS, RESUME, RUNS, TASK_CACHE, run_id, stage_id
 from ptsl.tracking import start_run
 from ptsl.train import train, write_run_outputs
 
@@ -18,6 +19,7 @@ def main() -> None:
     ap.add_argument("--params", default="params.yaml")
     ap.add_argument("--out", default=str(RUNS))
     args = ap.parse_args()
+    machine = check_machine(REQUIREMENTS)
     params = load_params(args.params)
     cfg = run_config(params, args.exp, args.seed)
     check_buildable(cfg.experiment)
@@ -25,7 +27,8 @@ def main() -> None:
     stage = stage_id("train", args.exp, args.seed, reads_pal_dim(params.experiment(args.exp)))
     tracker = start_run("train", name, stage=stage,
                         tags={"experiment": args.exp, "seed": str(args.seed),
-                              "method": cfg.experiment.method})
+                              "method": cfg.experiment.method, "host": machine["host"],
+                              "torch_device": machine["torch"]["device"]})
     try:
         tracker.log_params(cfg.to_dict())
         result = train(cfg, scratch_dir=RESUME, task_cache=TASK_CACHE, tracker=tracker)

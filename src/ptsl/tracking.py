@@ -119,6 +119,32 @@ class NullTracker(Tracker):
     def end(self, status: str = "FINISHED") -> None: ...
 
 
+def _experiment_id(client: Any, experiment: str, root: Path) -> str:
+    exp = client.get_experiment_by_name(experiment)
+    if exp is not None:
+        return exp.experiment_id
+    # A fixed artifact location in the project root (not the cwd, which a queued DVC
+    # experiment makes a temp copy).
+    location = (root / "mlartifacts" / experiment).as_uri()
+    return client.create_experiment(experiment, artifact_location=location)
+
+
+def prepare_store(experiments: tuple[str, ...], root: Path | None = None) -> str | None:
+    """Create the store (tables, migrations) and ``experiments`` once, before parallel writers
+    start: processes creating a fresh SQLite store at the same time race. Returns the tracking
+    URI the writers must use (``None`` when tracking is off)."""
+    if not tracking_enabled():
+        return None
+    from mlflow.tracking import MlflowClient
+
+    root = project_root(root)
+    uri = tracking_uri(root)
+    client = MlflowClient(tracking_uri=uri)
+    for name in experiments:
+        _experiment_id(client, name, root)
+    return uri
+
+
 def start_run(experiment: str, run_name: str, stage: str, root: Path | None = None,
               tags: Mapping[str, str] | None = None) -> Tracker:
     """Open an MLflow run named ``run_name`` in MLflow experiment ``experiment``.
@@ -130,16 +156,8 @@ def start_run(experiment: str, run_name: str, stage: str, root: Path | None = No
     from mlflow.tracking import MlflowClient
 
     root = project_root(root)
-    uri = tracking_uri(root)
-    client = MlflowClient(tracking_uri=uri)
-    exp = client.get_experiment_by_name(experiment)
-    if exp is None:
-        # A fixed artifact location in the project root (not the cwd, which a queued DVC
-        # experiment makes a temp copy).
-        location = (root / "mlartifacts" / experiment).as_uri()
-        exp_id = client.create_experiment(experiment, artifact_location=location)
-    else:
-        exp_id = exp.experiment_id
+    client = MlflowClient(tracking_uri=tracking_uri(root))
+    exp_id = _experiment_id(client, experiment, root)
     all_tags = {"mlflow.runName": run_name, "git_commit": git_commit(root), "dvc_stage": stage}
     all_tags.update(tags or {})
     run = client.create_run(exp_id, run_name=run_name, tags=all_tags)
