@@ -177,6 +177,18 @@ def fan_out(jobs: list[StageJob], res: Resources, retries: int, ray) -> list[Sta
     return outcomes
 
 
+def close_orphaned_runs(uri: str, stages: Sequence[str]) -> None:
+    """A stage killed mid-run leaves its MLflow run RUNNING; mark the failed stages' as KILLED."""
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=uri)
+    exp = client.get_experiment_by_name("train")
+    for stage in stages:
+        query = f"tags.dvc_stage = '{stage}' and attributes.status = 'RUNNING'"
+        for r in client.search_runs([exp.experiment_id], query):
+            client.set_terminated(r.info.run_id, "KILLED")
+
+
 def _worker_env(args: argparse.Namespace, res: Resources, tracking: str | None) -> dict[str, str]:
     env = {k: os.environ[k] for k in FORWARDED_ENV if k in os.environ}
     # One run's share of the cores: PTSL_THREADS for torch, OMP for the libraries under it.
@@ -284,7 +296,12 @@ def run(args: argparse.Namespace, root: Path) -> int:
                           scratch=str((root / SCRATCH).resolve()), push=pull,
                           env=_worker_env(args, res, tracking))
             jobs = [StageJob(stage=s, **common) for s in stages]
+            t0 = time.perf_counter()
             outcomes = fan_out(jobs, res, args.retries, ray)
+            print(f"grid: fan-out {len(jobs)} stage(s) in {time.perf_counter() - t0:.0f} s",
+                  flush=True)
+            if tracking:
+                close_orphaned_runs(tracking, [o.stage for o in outcomes if not o.ok])
         finally:
             ray.shutdown()
     failed = [o for o in outcomes if not o.ok]
