@@ -228,3 +228,29 @@ def test_killed_stage_is_reported_and_resumes_on_rerun(tmp_path):
     assert summary["resumed_from"] > 0 and summary["final_step"] == 200
     assert _train_runs(root, "train@victim-1") == ["FINISHED", "KILLED"]
     assert _train_runs(root, "train@survivor-1") == ["FINISHED"]
+
+
+@pytest.mark.slow  # a Ray cluster of one node, joined by --address: about a minute here
+def test_cluster_mode_fans_in_through_a_dvc_remote(tmp_path):
+    """--address: workers keep their own DVC caches and push to the remote; the head pulls. With
+    no shared cache, only the remote can carry the run cache to the head's final repro."""
+    import ray
+
+    root = tmp_path / "project"
+    root.mkdir()
+    make_project(root, {"tiny_mtsac": EXPERIMENTS["tiny_mtsac"]}, seeds=[1, 2], git=True)
+    remote = tmp_path / "remote"
+    dvc(root, "remote", "add", "-d", "store", str(remote))
+    subprocess.run(["git", "commit", "-qam", "remote"], cwd=root, check=True, capture_output=True)
+    ray.init(num_cpus=2, include_dashboard=False, object_store_memory=100 * 2**20)
+    try:
+        proc = grid(root, "--address", ray.get_runtime_context().gcs_address)
+    finally:
+        ray.shutdown()
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "$ dvc repro --pull" in proc.stdout
+    for stage in ("train@tiny_mtsac-1", "train@tiny_mtsac-2"):
+        assert f"Stage '{stage}' is cached - skipping run" in proc.stdout
+        log = (root / ".scratch" / "grid" / "logs" / f"{stage}.log").read_text()
+        assert "repro --pull --single-item" in log and f"push --run-cache {stage}" in log
+    assert (remote / "runs").is_dir()

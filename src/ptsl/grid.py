@@ -5,8 +5,9 @@
 clone of the current commit sharing the DVC cache, :mod:`ptsl.workspace`) as a Ray task, and then
 runs a plain ``dvc repro`` in the main workspace, which restores every trained stage from the run
 cache without training it again, evaluates and aggregates. ``--address`` joins a Ray cluster;
-there a DVC remote is the shared cache (workers ``dvc push --run-cache``, the head
-``dvc repro --pull``). Workspaces and logs live in the scratch folder (``.scratch/grid/``).
+there a DVC remote is the shared cache (workers ``dvc repro --pull`` then
+``dvc push --run-cache``, the head ``dvc repro --pull``). Workspaces and logs live in the scratch
+folder (``.scratch/grid/``).
 """
 
 from __future__ import annotations
@@ -292,8 +293,9 @@ def run(args: argparse.Namespace, root: Path) -> int:
             print(f"grid: {len(stages)} training stage(s) on Ray ({total.get('CPU', 0):g} CPUs, "
                   f"{total.get('GPU', 0):g} GPUs); per run {res.cpus:g} CPU, {res.gpus:g} GPU, "
                   f"{res.threads} torch thread(s)", flush=True)
-            common = dict(repo=str(root), commit=head_commit(root), cache=cache_dir(root),
-                          scratch=str((root / SCRATCH).resolve()), push=pull,
+            common = dict(repo=str(root), commit=head_commit(root),
+                          cache="" if pull else cache_dir(root),
+                          scratch=str((root / SCRATCH).resolve()), remote=pull,
                           env=_worker_env(args, res, tracking))
             jobs = [StageJob(stage=s, **common) for s in stages]
             t0 = time.perf_counter()

@@ -1,9 +1,11 @@
-"""Grid worker workspaces: a clone of the project at one commit that shares a DVC cache, and one
-DVC stage run in it (``dvc repro --single-item``), logged to a file.
+"""Grid worker workspaces: a clone of the project at one commit and one DVC stage run in it
+(``dvc repro --single-item``), logged to a file.
 
 This module runs on the worker's machine and knows nothing of Ray; :mod:`ptsl.grid` schedules it.
-The stage's outputs and its run-cache entry land in the shared cache (or, with ``push``, in the
-DVC remote), which is how a later ``dvc repro`` in the main workspace restores them unrun.
+On one machine the workspace uses the project's DVC cache, so the stage's outputs and run-cache
+entry land where the main workspace's ``dvc repro`` finds them. On a cluster (``remote``) the
+workspace keeps its own cache: it pulls from the default DVC remote first (a stage already there
+is restored, not trained) and pushes its outputs and run cache there afterwards.
 """
 
 from __future__ import annotations
@@ -39,9 +41,9 @@ class StageJob:
     stage: str                  # DVC stage name, e.g. train@mt10_care-1
     repo: str                   # the project checkout the workspace is cloned from
     commit: str                 # the commit every workspace checks out
-    cache: str                  # the DVC cache dir the workspace uses
+    cache: str                  # the DVC cache dir the workspace uses; "" with remote
     scratch: str                # PTSL_SCRATCH: resume checkpoints and task cache, shared
-    push: bool = False          # push outputs and run cache to the default DVC remote afterwards
+    remote: bool = False        # pull from / push to the default DVC remote (a cluster)
     env: Mapping[str, str] = field(default_factory=dict)  # MLFLOW_TRACKING_URI, PTSL_THREADS...
 
     @property
@@ -91,7 +93,7 @@ def uncommitted_inputs(root: Path) -> list[str]:
 
 
 def make_workspace(job: StageJob) -> Path:
-    """A fresh clone of ``job.repo`` at ``job.commit`` whose DVC cache is ``job.cache``."""
+    """A fresh clone of ``job.repo`` at ``job.commit``."""
     ws = job.workspace
     if ws.exists():
         shutil.rmtree(ws)
@@ -147,10 +149,13 @@ def run_job(job: StageJob) -> StageOutcome:
             ws = make_workspace(job)
             dvc = [sys.executable, "-m", "dvc"]
             env = _stage_env(job, ws)
-            rc = _run_logged([*dvc, "cache", "dir", "--local", job.cache], ws, env, log)
+            rc = 0
+            if job.cache:
+                rc = _run_logged([*dvc, "cache", "dir", "--local", job.cache], ws, env, log)
             if rc == 0:
-                rc = _run_logged([*dvc, "repro", "--single-item", job.stage], ws, env, log)
-            if rc == 0 and job.push:
+                pull = ["--pull"] if job.remote else []
+                rc = _run_logged([*dvc, "repro", *pull, "--single-item", job.stage], ws, env, log)
+            if rc == 0 and job.remote:
                 rc = _run_logged([*dvc, "push", "--run-cache", job.stage], ws, env, log)
         except WorkspaceError as exc:
             log.write(f"error: {exc}\n")
