@@ -164,8 +164,14 @@ def test_gpu_share_follows_the_cpu_share():
     assert default_gpus_per_run(2, 4, 1) == 1            # never more than one GPU per run
 
 
-def _kill_when_checkpointed(root: Path, exp: str, stop: threading.Event) -> list[int]:
-    """SIGKILL the training process of ``exp`` once its scratch checkpoint exists."""
+def _parent(pid: int) -> int:
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+
+
+def _kill_when_checkpointed(root: Path, exp: str, target: str,
+                            stop: threading.Event) -> list[int]:
+    """SIGKILL the training process of ``exp`` (or, with ``target`` worker, the Ray worker that
+    runs its `dvc repro`) once its scratch checkpoint exists."""
     killed: list[int] = []
     while not stop.is_set() and not killed:
         if list((root / ".scratch" / "resume").glob(f"{exp}-1-*.pt")):
@@ -175,8 +181,9 @@ def _kill_when_checkpointed(root: Path, exp: str, stop: threading.Event) -> list
                 except OSError:
                     continue
                 if b"pipeline/train.py" in cmd and exp.encode() in cmd:
-                    os.kill(int(pid), signal.SIGKILL)
-                    killed.append(int(pid))
+                    victim = int(pid) if target == "train" else _parent(_parent(int(pid)))
+                    os.kill(victim, signal.SIGKILL)
+                    killed.append(victim)
         time.sleep(0.05)
     return killed
 
@@ -191,7 +198,8 @@ def _train_runs(root: Path, stage: str) -> list[str]:
 
 
 @pytest.mark.slow  # two grids of two stages: about two minutes here (make test-slow)
-def test_killed_stage_is_reported_and_resumes_on_rerun(tmp_path):
+@pytest.mark.parametrize("target", ["train", "worker"])
+def test_killed_stage_is_reported_and_resumes_on_rerun(tmp_path, target):
     exps = {"victim": EXPERIMENTS["tiny_mtsac"], "survivor": EXPERIMENTS["tiny_care"]}
     root = make_project(tmp_path, exps, seeds=[1], git=True)
     params = yaml.safe_load((root / "params.yaml").read_text())
@@ -202,7 +210,7 @@ def test_killed_stage_is_reported_and_resumes_on_rerun(tmp_path):
 
     stop, killed = threading.Event(), []
     killer = threading.Thread(target=lambda: killed.extend(
-        _kill_when_checkpointed(root, "victim", stop)))
+        _kill_when_checkpointed(root, "victim", target, stop)))
     killer.start()
     try:
         first = grid(root, "--workers", "2")
@@ -214,7 +222,13 @@ def test_killed_stage_is_reported_and_resumes_on_rerun(tmp_path):
     assert first.returncode == 1
     assert f"failed: train@victim-1 (" in first.stdout and f"log: {log}" in first.stdout
     assert f"train@victim-1 (log: {log})" in first.stderr and log.is_file()
-    assert "train@victim-1" in log.read_text() and "failed to reproduce" in log.read_text()
+    if target == "train":  # DVC saw its stage die
+        assert "failed to reproduce 'train@victim-1'" in log.read_text()
+    else:  # Ray saw its worker die, and took the stage's processes down with it
+        assert "(WorkerCrashedError: " in first.stdout
+        assert not any(b"--exp\0victim" in Path(f"/proc/{p}/cmdline").read_bytes()
+                       for p in os.listdir("/proc") if p.isdigit()
+                       and Path(f"/proc/{p}/cmdline").exists())
     assert _train_runs(root, "train@victim-1") == ["KILLED"]
     assert "done: train@survivor-1" in first.stdout
     # The survivor was restored into the main workspace, so only the victim is still stale.

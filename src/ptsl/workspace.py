@@ -10,9 +10,9 @@ is restored, not trained) and pushes its outputs and run cache there afterwards.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -123,18 +123,25 @@ def _stage_env(job: StageJob, ws: Path) -> dict[str, str]:
 
 
 def _run_logged(cmd: list[str], cwd: Path, env: Mapping[str, str], log) -> int:
-    """Run ``cmd`` in its own process group with output to ``log``; on any interruption of this
-    process (a cancelled task) the whole group, the training process included, is stopped."""
+    """Run ``cmd`` with output to ``log``. It stays in this process's group so that Ray, when it
+    kills a worker, takes the stage down with it; if this process is interrupted (a cancelled
+    task) the command and everything under it, the training process included, are stopped."""
+    import psutil
+
     log.write(f"$ {' '.join(cmd)}\n")
     log.flush()
-    proc = subprocess.Popen(cmd, cwd=cwd, env=dict(env), stdout=log, stderr=subprocess.STDOUT,
-                            start_new_session=True)
+    proc = subprocess.Popen(cmd, cwd=cwd, env=dict(env), stdout=log, stderr=subprocess.STDOUT)
     try:
         return proc.wait()
     finally:
         if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGTERM)
-            proc.wait()
+            with contextlib.suppress(psutil.NoSuchProcess):  # it may end meanwhile
+                root = psutil.Process(proc.pid)
+                tree = [root, *root.children(recursive=True)]
+                for p in tree:
+                    with contextlib.suppress(psutil.NoSuchProcess):
+                        p.terminate()
+                psutil.wait_procs(tree, timeout=10)
 
 
 def run_job(job: StageJob) -> StageOutcome:
