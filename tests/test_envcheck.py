@@ -13,7 +13,8 @@ from .conftest import ROOT
 
 def test_this_machine_runs_the_pins():
     record = check_machine(ROOT / "requirements.txt")
-    assert record["versions"]["metaworld"] == pinned_versions(ROOT / "requirements.txt")["metaworld"]
+    pins = pinned_versions(ROOT / "requirements.txt")
+    assert record["versions"]["metaworld"] == pins["metaworld"]
     assert record["torch"]["device"] in ("cpu", "cuda") and record["host"]
 
 

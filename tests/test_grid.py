@@ -117,7 +117,8 @@ def test_grid_equals_serial_repro(gridded, serial):
             assert (run / "curve.csv").read_bytes() == (ref / "curve.csv").read_bytes()
             assert _same(torch.load(run / "model.pt", weights_only=False),
                          torch.load(ref / "model.pt", weights_only=False)), f"{e}-{s}"
-    print(f"\nwall time: {TIMINGS}; grid: {gridded[1].stdout.split('fan-out ')[-1].splitlines()[0]}")
+    fan_out = gridded[1].stdout.split("grid: fan-out ")[-1].splitlines()[0]
+    print(f"\nwall time: {TIMINGS}; grid fan-out: {fan_out}")
 
 
 def test_rerun_runs_nothing(gridded):

@@ -26,8 +26,8 @@ from typing import Sequence
 
 from .paths import SCRATCH
 from .tracking import TRACKING_ENV, prepare_store
-from .workspace import StageJob, StageOutcome, WorkspaceError, head_commit, run_job, \
-    uncommitted_inputs
+from .workspace import (StageJob, StageOutcome, WorkspaceError, head_commit, run_job,
+                        uncommitted_inputs)
 
 TRAINING_GROUPS = ("train", "train_ptsl")
 # Variables a worker's stage must see as the head sees them (a cluster node has its own env).
@@ -55,7 +55,7 @@ def _dvc(root: Path, *args: str, check: bool = True) -> subprocess.CompletedProc
                           text=True)
     if check and proc.returncode != 0:
         raise GridError(f"dvc {' '.join(args)} failed: "
-                        f"{(proc.stderr or proc.stdout).strip().splitlines()[-1:]}")
+                        f"{''.join((proc.stderr or proc.stdout).strip().splitlines()[-1:])}")
     return proc
 
 
@@ -190,7 +190,7 @@ def close_orphaned_runs(uri: str, stages: Sequence[str]) -> None:
             client.set_terminated(r.info.run_id, "KILLED")
 
 
-def _worker_env(args: argparse.Namespace, res: Resources, tracking: str | None) -> dict[str, str]:
+def _worker_env(res: Resources, tracking: str | None) -> dict[str, str]:
     env = {k: os.environ[k] for k in FORWARDED_ENV if k in os.environ}
     # One run's share of the cores: PTSL_THREADS for torch, OMP for the libraries under it.
     env.update(PTSL_THREADS=str(res.threads), OMP_NUM_THREADS=str(res.threads),
@@ -296,7 +296,7 @@ def run(args: argparse.Namespace, root: Path) -> int:
             common = dict(repo=str(root), commit=head_commit(root),
                           cache="" if pull else cache_dir(root),
                           scratch=str((root / SCRATCH).resolve()), remote=pull,
-                          env=_worker_env(args, res, tracking))
+                          env=_worker_env(res, tracking))
             jobs = [StageJob(stage=s, **common) for s in stages]
             t0 = time.perf_counter()
             outcomes = fan_out(jobs, res, args.retries, ray)

@@ -21,9 +21,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping
 
-# What a worker's stages may read besides DVC outputs; a workspace is a clone of the commit, so
-# uncommitted edits here would silently not reach the workers.
-STAGE_INPUTS = ("dvc.yaml", "params.yaml", "requirements.txt", "pipeline", "src", "data")
+# What a worker's stages (and its DVC) read besides DVC outputs; a workspace is a clone of the
+# commit, so uncommitted edits here would silently not reach the workers.
+STAGE_INPUTS = ("dvc.yaml", "params.yaml", "requirements.txt", "pipeline", "src", "data",
+                ".dvc/config")
 
 
 class WorkspaceError(RuntimeError):
@@ -75,7 +76,7 @@ def _git(cwd: Path, *args: str) -> str:
     proc = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True)
     if proc.returncode != 0:
         raise WorkspaceError(f"git {' '.join(args)} in {cwd} failed: "
-                             f"{(proc.stderr or proc.stdout).strip().splitlines()[-1:]}")
+                             f"{''.join((proc.stderr or proc.stdout).strip().splitlines()[-1:])}")
     return proc.stdout
 
 
