@@ -22,8 +22,8 @@ def main() -> None:
     ap.add_argument("--params", default="params.yaml")
     ap.add_argument("--out", default=str(REPORTS))
     args = ap.parse_args()
-    machine = check_machine(REQUIREMENTS)
     params = load_params(args.params)
+    machine = check_machine(REQUIREMENTS)
     names = params.runs.plain + params.runs.ptsl
     report = run_checks({params.experiments[n].benchmark for n in names}, params.env, TASK_CACHE)
     tracker = start_run("check_env", "check_env", stage="check_env")

@@ -23,8 +23,8 @@ def main() -> None:
     ap.add_argument("--runs", default=str(RUNS))
     ap.add_argument("--out", default=str(EVALS))
     args = ap.parse_args()
-    check_machine(REQUIREMENTS)
     params = load_params(args.params)
+    check_machine(REQUIREMENTS)
     episodes = params.evaluate.episodes
     name = run_id(args.exp, args.seed)
     stage = stage_id("evaluate", args.exp, args.seed, reads_pal_dim(params.experiment(args.exp)))

@@ -31,3 +31,8 @@ def test_a_local_build_tag_is_the_machine_s_business(tmp_path):
     req = tmp_path / "requirements.txt"
     req.write_text(f"torch=={version('torch').split('+')[0]}\n")
     check_machine(req)  # a CUDA build (2.13.0+cu128) satisfies the pin 2.13.0
+
+
+def test_missing_requirements_file_is_one_line(tmp_path):
+    with pytest.raises(EnvCheckError, match="requirements.txt not found: the pinned versions"):
+        check_machine(tmp_path / "requirements.txt")

@@ -63,6 +63,9 @@ def check_mujoco() -> None:
 
 def pinned_versions(requirements: Path) -> dict[str, str]:
     """``name==version`` pins of ``requirements`` (a pip requirements file), by lower-case name."""
+    if not Path(requirements).is_file():
+        raise EnvCheckError(f"{requirements} not found: the pinned versions every machine must "
+                            "run are read from there; run stages from the project root")
     pins: dict[str, str] = {}
     for line in Path(requirements).read_text().splitlines():
         m = re.match(r"\s*([A-Za-z0-9_.\-]+)\s*==\s*([^\s;#]+)", line)
