@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 # Stage commands call `python`/`dvc`; make sure they resolve to the project environment.
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: install repro test test-slow ui learning-check bench clean-scratch
+.PHONY: install repro grid test test-slow ui learning-check bench clean-scratch
 
 install: $(STAMP)
 
@@ -20,6 +20,11 @@ $(STAMP): requirements.txt pyproject.toml
 repro: install
 	dvc repro
 	python -m ptsl.readme
+
+# Every stale training stage in parallel on Ray, then `dvc repro` (README: Scaling out).
+# Flags pass through GRID_ARGS, e.g. make grid GRID_ARGS="--workers 8 --cpus-per-run 2".
+grid: install
+	python -m ptsl.grid $(GRID_ARGS)
 
 # Switch the active budget (small | paper) in params.yaml; then `make repro` or `dvc exp run`.
 budget-%: install

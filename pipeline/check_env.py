@@ -1,17 +1,19 @@
 """Stage check_env: MuJoCo loads, every benchmark the pipeline uses builds and steps.
 
-Versions and the torch device go to reports/environment.json (training stages depend on it:
-a new torch or Meta-World re-runs them), the per-benchmark checks to reports/benchmarks.json
-(so adding a benchmark does not re-run the others' training), and both to MLflow."""
+The machine (host, versions, torch device) goes to reports/environment.json, which no stage
+depends on and git does not track, so a fresh clone's `dvc repro` checks the user's own machine
+and a training stage's cache key never holds the machine (training depends on the pins in
+requirements.txt, which every stage checks with ptsl.envcheck.check_machine). The per-benchmark
+checks go to reports/benchmarks.json, both to MLflow."""
 
 import argparse
 from pathlib import Path
 
 from ptsl.cli import run_stage
 from ptsl.config import load_params
-from ptsl.envcheck import run_checks
+from ptsl.envcheck import check_machine, run_checks
 from ptsl.io import write_json_atomic
-from ptsl.paths import REPORTS, TASK_CACHE
+from ptsl.paths import REPORTS, REQUIREMENTS, TASK_CACHE
 from ptsl.tracking import start_run
 
 
@@ -23,13 +25,14 @@ def main() -> None:
                          "(default: %(default)s)")
     args = ap.parse_args()
     params = load_params(args.params)
+    machine = check_machine(REQUIREMENTS)
     names = params.runs.plain + params.runs.ptsl
     report = run_checks({params.experiments[n].benchmark for n in names}, params.env, TASK_CACHE)
-    # Creating the MLflow store here, once, avoids SQLite creation races between later workers.
     tracker = start_run("check_env", "check_env", stage="check_env")
-    tracker.log_params({"versions": report["versions"], "torch": report["torch"]})
+    record = {"host": machine["host"], "versions": report["versions"], "torch": report["torch"]}
+    tracker.log_params(record)
     env_path, bench_path = Path(args.out) / "environment.json", Path(args.out) / "benchmarks.json"
-    write_json_atomic(env_path, {"versions": report["versions"], "torch": report["torch"]})
+    write_json_atomic(env_path, record)
     write_json_atomic(bench_path, report["benchmarks"])
     tracker.log_artifact(env_path)
     tracker.log_artifact(bench_path)

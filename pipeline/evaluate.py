@@ -8,10 +8,11 @@ from pathlib import Path
 from ptsl import load_agent
 from ptsl.cli import run_stage
 from ptsl.config import RunConfig, load_params, reads_pal_dim
+from ptsl.envcheck import check_machine
 from ptsl.envs import MultiTaskVecEnv, load_tasks
 from ptsl.evaluate import evaluate
 from ptsl.io import write_json_atomic
-from ptsl.paths import EVALS, RUNS, TASK_CACHE, VIDEOS, run_id, stage_id
+from ptsl.paths import EVALS, REQUIREMENTS, RUNS, TASK_CACHE, VIDEOS, run_id, stage_id
 from ptsl.tracking import start_run
 from ptsl.videos import find_backend, no_backend_message, record_videos, use_backend, \
     write_no_videos
@@ -32,6 +33,7 @@ def main() -> None:
                          "index.json when evaluate.videos is false (default: %(default)s)")
     args = ap.parse_args()
     params = load_params(args.params)
+    check_machine(REQUIREMENTS)
     episodes = params.evaluate.episodes
     name = run_id(args.exp, args.seed)
     stage = stage_id("evaluate", args.exp, args.seed, reads_pal_dim(params.experiment(args.exp)))

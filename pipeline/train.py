@@ -5,8 +5,9 @@ from pathlib import Path
 
 from ptsl.cli import run_stage
 from ptsl.config import load_params, reads_pal_dim, run_config
+from ptsl.envcheck import check_machine
 from ptsl.methods import check_buildable
-from ptsl.paths import RESUME, RUNS, TASK_CACHE, run_id, stage_id
+from ptsl.paths import REQUIREMENTS, RESUME, RUNS, TASK_CACHE, run_id, stage_id
 from ptsl.runtime import Runtime
 from ptsl.tracking import start_run
 from ptsl.train import train, write_run_outputs
@@ -23,6 +24,7 @@ def main() -> None:
                     help="folder that receives <exp>-<seed>/ (default: %(default)s)")
     args = ap.parse_args()
     params = load_params(args.params)
+    machine = check_machine(REQUIREMENTS)
     cfg = run_config(params, args.exp, args.seed)
     check_buildable(cfg.experiment)
     runtime = Runtime.from_env()  # the machine's choices: checked before anything starts
@@ -31,8 +33,8 @@ def main() -> None:
     stage = stage_id("train", args.exp, args.seed, reads_pal_dim(params.experiment(args.exp)))
     tracker = start_run("train", name, stage=stage,
                         tags={"experiment": args.exp, "seed": str(args.seed),
-                              "method": cfg.experiment.method, "device": str(device),
-                              "fast_path": str(runtime.fast)})
+                              "method": cfg.experiment.method, "host": machine["host"],
+                              "torch_device": str(device), "fast_path": str(runtime.fast)})
     try:
         tracker.log_params({**cfg.to_dict(), **cfg.headline()})
         result = train(cfg, scratch_dir=RESUME, task_cache=TASK_CACHE, tracker=tracker,

@@ -23,12 +23,12 @@ TINY_BUDGET: dict[str, Any] = {
 def make_project(dest: Path, experiments: dict[str, dict], seeds: list[int],
                  extra: dict[str, Any] | None = None, git: bool = False,
                  long_steps: int = 40) -> Path:
-    """Copy dvc.yaml, pipeline/, src/ and data/ to ``dest``; write a tiny params.yaml with one
+    """Copy dvc.yaml, requirements.txt, pipeline/, src/ and data/ to ``dest``; write a tiny params.yaml with one
     table of every experiment (plus a long one if any is ``long``); ``dvc init``.
 
     With ``git`` the folder becomes a git repository with everything committed (``dvc exp run``
     needs one); otherwise DVC runs without SCM."""
-    for name in ("dvc.yaml", "pipeline", "src", "data"):
+    for name in ("dvc.yaml", "requirements.txt", "pipeline", "src", "data"):
         src = ROOT / name
         if src.is_dir():
             shutil.copytree(src, dest / name, ignore=shutil.ignore_patterns(

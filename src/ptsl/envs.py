@@ -10,6 +10,7 @@ with every observation. Sub-environments step in this process (``sync``) or in w
 from __future__ import annotations
 
 import functools
+import os
 import pickle
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -60,7 +61,8 @@ def load_tasks(benchmark: str, seed: int, cache_dir: Path | None = None) -> Task
     tasks = TaskSet(benchmark=benchmark, names=names, goals=goals)
     if cache is not None:
         cache.parent.mkdir(parents=True, exist_ok=True)
-        tmp = cache.with_suffix(".tmp")
+        # One temp file per process: parallel grid workers share this cache.
+        tmp = cache.with_suffix(f".{os.getpid()}.tmp")
         tmp.write_bytes(pickle.dumps(tasks))
         tmp.replace(cache)
     return tasks

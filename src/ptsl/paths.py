@@ -1,17 +1,23 @@
-"""Where the pipeline reads and writes, relative to the project root (the stage's cwd)."""
+"""Where the pipeline reads and writes, relative to the project root (the stage's cwd).
+
+``PTSL_SCRATCH`` moves the scratch folder: the grid's workers (python -m ptsl.grid) point it at
+the main project's, so a stage killed in one worker workspace resumes in the next one.
+"""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 RUNS = Path("data/runs")          # train outputs: <exp>-<seed>/{model.pt,curve.csv,summary.json}
 EVALS = Path("data/eval")         # evaluate outputs: <exp>-<seed>.json
 VIDEOS = Path("data/videos")      # evaluate outputs: <exp>-<seed>/{<task>.gif,<task>.png,index.json}
 REPORTS = Path("reports")
-SCRATCH = Path(".scratch")        # ignored: resume checkpoints and the Meta-World task cache
+SCRATCH = Path(os.environ.get("PTSL_SCRATCH") or ".scratch")  # ignored: resume checkpoints, task cache
 RESUME = SCRATCH / "resume"
 TASK_CACHE = SCRATCH / "tasks"
 PUBLISHED = Path("data/published.yaml")  # published numbers shown beside ours
+REQUIREMENTS = Path("requirements.txt")  # the pins every machine must run (training depends on it)
 
 
 def run_id(experiment: str, seed: int) -> str:

@@ -235,6 +235,22 @@ def _experiment_id(client: Any, experiment: str, root: Path) -> str:
     return exp.experiment_id
 
 
+def prepare_store(experiments: tuple[str, ...], root: Path | None = None) -> str | None:
+    """Create the store (tables, migrations) and ``experiments`` once, before parallel writers
+    start: processes creating a fresh SQLite store at the same time race. Returns the tracking
+    URI the writers must use (``None`` when tracking is off)."""
+    if not tracking_enabled():
+        return None
+    from mlflow.tracking import MlflowClient
+
+    root = project_root(root)
+    uri = tracking_uri(root)
+    client = MlflowClient(tracking_uri=uri)
+    for name in experiments:
+        _experiment_id(client, name, root)
+    return uri
+
+
 def start_run(experiment: str, run_name: str, stage: str, root: Path | None = None,
               tags: Mapping[str, str] | None = None) -> Tracker:
     """Open an MLflow run named ``run_name`` in MLflow experiment ``experiment``.
