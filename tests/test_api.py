@@ -88,6 +88,24 @@ def test_make_env_and_predict(staged, task_cache):
         env.close()
 
 
+def test_evaluate_records_rollout_videos_where_mujoco_renders(staged, tmp_path, task_cache):
+    from PIL import Image
+
+    from ptsl import videos as rec
+
+    if rec.find_backend() is None:
+        pytest.skip(rec.no_backend_message())
+    agent = load_agent(staged / "data" / "runs" / "tiny_mtsac-1" / "model.pt")
+    scores = evaluate(agent, task_cache=task_cache, videos=tmp_path / "videos")
+    assert scores.success == evaluate(agent, task_cache=task_cache).success  # same numbers
+    gif = scores.videos["reach-v3"]
+    assert gif == tmp_path / "videos" / "reach-v3.gif"
+    with Image.open(gif) as im:
+        assert im.n_frames > 2
+        frame = np.asarray(im.convert("RGB"))
+    assert frame.std() > 5  # a rendered scene, not a blank frame
+
+
 def test_make_config_defaults_are_params_yaml(raw_params):
     assert {k: dict(v) for k, v in BUDGETS.items()} == raw_params["budgets"]
     small = make_config("mtsac", "mt10")

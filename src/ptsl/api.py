@@ -255,6 +255,8 @@ class Evaluation:
     success: Mapping[str, float]   # task name -> success rate over the episodes
     returns: Mapping[str, float]   # task name -> mean summed raw reward
     episodes: int
+    #: task name -> rollout GIF, when ``evaluate(..., videos=folder)`` recorded them
+    videos: Mapping[str, Path] | None = None
 
     @property
     def mean_success(self) -> float:
@@ -269,13 +271,19 @@ class Evaluation:
 
 def evaluate(agent: MultiTaskSAC, env: MultiTaskVecEnv | str | None = None, *,
              seed: int | None = None, episodes: int = 1,
-             task_cache: str | Path | None = TASK_CACHE) -> Evaluation:
+             task_cache: str | Path | None = TASK_CACHE,
+             videos: str | Path | None = None) -> Evaluation:
     """Run ``episodes`` deterministic episodes of every task and report success and return.
 
     ``env`` is ``None`` (the agent's own benchmark, seed and protocol: what the evaluate stage
     runs), a benchmark name (built with ``seed``, default the agent's, and the agent's protocol)
     or a :class:`MultiTaskVecEnv` from :func:`make_env` (used as is and left open). The
     environment's tasks must be the ones the agent was trained on, in the same order.
+
+    ``videos``: a folder that receives one deterministic episode per task as a GIF (what the
+    evaluate stage records with ``evaluate.videos: true``; its paths are in
+    :attr:`Evaluation.videos`). MuJoCo renders off-screen through EGL or OSMesa; where neither
+    works, one line says how to enable one and the evaluation goes on without videos.
     """
     if not isinstance(agent, MultiTaskSAC):
         raise ConfigError(f"agent: expected a MultiTaskSAC (train(...).agent or load_agent), "
@@ -313,4 +321,26 @@ def evaluate(agent: MultiTaskSAC, env: MultiTaskVecEnv | str | None = None, *,
     names = vec.tasks.names
     return Evaluation(success={n: float(s) for n, s in zip(names, res.success)},
                       returns={n: float(r) for n, r in zip(names, res.returns)},
-                      episodes=episodes)
+                      episodes=episodes,
+                      videos=None if videos is None else _record(agent, vec, seed, Path(videos)))
+
+
+def _record(agent: MultiTaskSAC, vec: MultiTaskVecEnv, seed: int | None,
+            out: Path) -> Mapping[str, Path] | None:
+    """Rollout GIFs of every task into ``out`` (the evaluate stage's recorder), or None with
+    one line on stderr when MuJoCo has no off-screen renderer here."""
+    import sys
+
+    from . import videos as rec
+
+    own = agent.meta.get("config")
+    if own is None:
+        raise ConfigError("videos: this agent carries no config (protocol, seed) to record with")
+    cfg = RunConfig.from_dict(own)
+    backend = rec.find_backend()
+    if backend is None:
+        print(rec.no_backend_message(), file=sys.stderr)
+        return None
+    rec.use_backend(backend)
+    rec.record_videos(agent, vec.tasks, cfg.env, cfg.seed if seed is None else seed, out)
+    return types.MappingProxyType({n: out / f"{n}.gif" for n in vec.tasks.names})
