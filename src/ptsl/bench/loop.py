@@ -11,7 +11,7 @@ from typing import Any, Callable
 from ..config import Params, TrainConfig, run_config
 from ..runtime import Runtime
 from ..train import train
-from .updates import METHOD_ROWS, PAPER_BATCH
+from .updates import METHOD_ROWS, MT10_TASKS, PAPER_BATCH
 
 #: Random vector steps before the updates start. The paper uses 1,500 and then runs 1,500
 #: updates at once; the steady state measured here does not depend on it, so the warm-up is
@@ -46,8 +46,7 @@ def measure_loop(params: Params, runtime: Runtime, task_cache: Path | None, *, w
             progress(f"end to end: {label}")
         train(cfg, task_cache=task_cache, progress=False, runtime=rt, on_step=on_step)
         seconds = stamps[total] - stamps[start_at]
-        num_tasks = 10
         rows[label] = {"vector_steps_per_s": measured / seconds,
-                       "env_steps_per_s": measured * num_tasks / seconds,
+                       "env_steps_per_s": measured * MT10_TASKS / seconds,
                        "measured_vector_steps": measured, "vector": cfg.env.vector}
     return rows
