@@ -9,9 +9,10 @@ from typing import Callable
 from .agent import TrainingDiverged
 from .config import ConfigError
 from .envcheck import EnvCheckError
+from .io import CorruptFileError
 
 # Errors whose message already says what is wrong and what to do.
-USER_ERRORS = (ConfigError, FileNotFoundError, EnvCheckError, TrainingDiverged)
+USER_ERRORS = (ConfigError, FileNotFoundError, EnvCheckError, TrainingDiverged, CorruptFileError)
 
 
 def run_stage(main: Callable[[], None]) -> None:

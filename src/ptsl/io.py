@@ -8,6 +8,16 @@ from pathlib import Path
 from typing import Any
 
 
+class CorruptFileError(ValueError):
+    """A file the pipeline reads is truncated, corrupt or not what its role needs. The message
+    names the file, its role and what to do (a stage prints it as one line)."""
+
+    def __init__(self, path: str | Path, role: str, detail: str, fix: str = "") -> None:
+        self.path = Path(path)
+        msg = f"{path}: {role} is unreadable ({detail})"
+        super().__init__(msg + (f"; {fix}" if fix else ""))
+
+
 def write_text_atomic(path: str | Path, text: str) -> None:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
