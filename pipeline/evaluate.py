@@ -7,7 +7,7 @@ from pathlib import Path
 
 from ptsl import load_agent
 from ptsl.cli import run_stage
-from ptsl.config import RunConfig, load_params, reads_pal_dim
+from ptsl.config import load_params, reads_pal_dim, run_config
 from ptsl.envcheck import check_machine
 from ptsl.envs import MultiTaskVecEnv, load_tasks
 from ptsl.evaluate import evaluate
@@ -37,8 +37,10 @@ def main() -> None:
     episodes = params.evaluate.episodes
     name = run_id(args.exp, args.seed)
     stage = stage_id("evaluate", args.exp, args.seed, reads_pal_dim(params.experiment(args.exp)))
-    agent = load_agent(Path(args.runs) / name / "model.pt")
-    cfg = RunConfig.from_dict(agent.meta["config"])
+    # Refused (one line naming the fields) if it was trained under another config than the
+    # params file resolves for this run.
+    cfg = run_config(params, args.exp, args.seed)
+    agent = load_agent(Path(args.runs) / name / "model.pt", expect=cfg)
     tasks = load_tasks(cfg.experiment.benchmark, cfg.seed, TASK_CACHE)
     env = MultiTaskVecEnv(tasks, cfg.env, cfg.seed, normalize_reward=False, vector="sync")
     try:

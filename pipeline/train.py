@@ -10,7 +10,7 @@ from ptsl.methods import check_buildable
 from ptsl.paths import REQUIREMENTS, RESUME, RUNS, TASK_CACHE, run_id, stage_id
 from ptsl.runtime import Runtime
 from ptsl.tracking import start_run
-from ptsl.train import train, write_run_outputs
+from ptsl.train import ResumeCheckpoints, train, write_run_outputs
 
 
 def main() -> None:
@@ -38,16 +38,21 @@ def main() -> None:
     try:
         tracker.log_params({**cfg.to_dict(), **cfg.headline()})
         result = train(cfg, scratch_dir=RESUME, task_cache=TASK_CACHE, tracker=tracker,
-                       runtime=runtime)
+                       runtime=runtime, keep_checkpoint=True)
         out = Path(args.out) / name
         write_run_outputs(result, out, {"experiment": args.exp, "seed": args.seed,
                                         "method": cfg.experiment.method,
                                         "benchmark": cfg.experiment.benchmark})
+        ResumeCheckpoints(RESUME, cfg).remove()  # only now: a kill above resumes from it
         tracker.log_metrics({"final_success": float(result.curve["success"].iloc[-1]),
                              "parameter_count": result.parameter_count,
-                             "wall_seconds": result.wall_seconds}, cfg.train.steps)
+                             "wall_seconds": result.wall_seconds,
+                             "resumed_from": result.resumed_from}, cfg.train.steps)
         tracker.log_artifact(out / "curve.csv")
         tracker.log_artifact(out / "summary.json")
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM (ptsl.cli.run_stage)
+        tracker.end("KILLED")
+        raise
     except BaseException:
         tracker.end("FAILED")
         raise

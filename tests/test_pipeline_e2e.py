@@ -66,7 +66,8 @@ def test_reports_exist_and_agree(project):
     assert bench["reach-v3"]["obs_dim"] == 39
     for s in (1, 2):
         run = project / "data" / "runs" / f"tiny_mtsac-{s}"
-        assert sorted(p.name for p in run.iterdir()) == ["curve.csv", "model.pt", "summary.json"]
+        assert sorted(p.name for p in run.iterdir()) == ["curve.csv", "model.pt", "model.pt.sha256",
+                                                         "summary.json"]
 
 
 def long_mean(project) -> float:

@@ -27,7 +27,8 @@ def test_train_writes_curve_and_outputs(tmp_path, task_cache):
     assert "success/reach-v3" in result.curve.columns
     out = tmp_path / "run"
     write_run_outputs(result, out, {"experiment": "tiny"})
-    assert sorted(p.name for p in out.iterdir()) == ["curve.csv", "model.pt", "summary.json"]
+    assert sorted(p.name for p in out.iterdir()) == ["curve.csv", "model.pt", "model.pt.sha256",
+                                                         "summary.json"]
     summary = json.loads((out / "summary.json").read_text())
     assert summary["final_step"] == 60 and summary["parameter_count"] == result.parameter_count
     assert not any(p.name.endswith(".tmp") for p in tmp_path.iterdir())
@@ -43,8 +44,8 @@ def test_resume_after_interruption(tmp_path, task_cache):
 
     with pytest.raises(KeyboardInterrupt):
         train(cfg, scratch_dir=scratch, task_cache=task_cache, progress=False, on_eval=interrupt)
-    saved = list(scratch.iterdir())
-    assert len(saved) == 1 and cfg.key() in saved[0].name
+    saved = sorted(p.name for p in scratch.iterdir())
+    assert saved == [f"tiny-1-{cfg.key()}-000000040.pt", f"tiny-1-{cfg.key()}-000000040.pt.sha256"]
     result = train(cfg, scratch_dir=scratch, task_cache=task_cache, progress=False)
     assert result.resumed_from == 40  # the checkpoint written just before the interruption
     assert result.curve["step"].tolist() == [0, 20, 40, 60]

@@ -315,12 +315,17 @@ class MultiTaskSAC(nn.Module):
         self.generator.set_state(state["generator"])
 
     def save(self, path: str | Path) -> None:
-        """Write weights and rebuild information to ``path`` atomically (temp file, then rename)."""
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".tmp")
-        torch.save({"format": 1, "meta": self.meta, "model": self.state_dict()}, tmp)
-        tmp.replace(path)
+        """Write weights and rebuild information to ``path`` (weights-only, with ``path.sha256``
+        beside it; see :mod:`ptsl.artifacts`); read back with :func:`ptsl.load_agent`."""
+        import json
+
+        from .artifacts import save
+
+        # The meta travels as one JSON string: pickle memoises repeated objects by identity, so a
+        # nested dict whose strings happen to be shared (a resumed run's config) would pickle to
+        # other bytes, and DVC hashes these bytes.
+        save(path, {"meta_json": json.dumps(self.meta, sort_keys=True),
+                    "model": self.state_dict()}, "saved agent")
 
     def parameter_count(self) -> int:
         """Parameters by the reference rule: actor + critic + critic target + log-alpha, tied

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from . import faults
 from .agent import MultiTaskSAC
 from .envs import MultiTaskVecEnv
 
@@ -42,4 +43,5 @@ def evaluate(agent: MultiTaskSAC, env: MultiTaskVecEnv, episodes: int = 1) -> Ev
             success[ep] = np.maximum(success[ep], step.success > 0)
             returns[ep] += step.raw_reward
             obs = step.obs
+            faults.point("eval")
     return EvalResult(success=success.mean(0), returns=returns.mean(0))

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Sequence
 
 from .paths import SCRATCH
-from .tracking import TRACKING_ENV, prepare_store
+from .tracking import TRACKING_ENV, close_orphans, prepare_store
 from .workspace import (StageJob, StageOutcome, WorkspaceError, head_commit, run_job,
                         uncommitted_inputs)
 
@@ -179,15 +179,14 @@ def fan_out(jobs: list[StageJob], res: Resources, retries: int, ray) -> list[Sta
 
 
 def close_orphaned_runs(uri: str, stages: Sequence[str]) -> None:
-    """A stage killed mid-run leaves its MLflow run RUNNING; mark the failed stages' as KILLED."""
+    """A stage killed mid-run leaves its MLflow run RUNNING; mark the failed stages' as KILLED
+    (the stage's next attempt links its run to the killed one)."""
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient(tracking_uri=uri)
     exp = client.get_experiment_by_name("train")
     for stage in stages:
-        query = f"tags.dvc_stage = '{stage}' and attributes.status = 'RUNNING'"
-        for r in client.search_runs([exp.experiment_id], query):
-            client.set_terminated(r.info.run_id, "KILLED")
+        close_orphans(client, exp.experiment_id, stage)
 
 
 def _worker_env(res: Resources, tracking: str | None) -> dict[str, str]:

@@ -18,12 +18,32 @@ class CorruptFileError(ValueError):
         super().__init__(msg + (f"; {fix}" if fix else ""))
 
 
-def write_text_atomic(path: str | Path, text: str) -> None:
+class WriteError(OSError):
+    """Writing a file failed (full disk, file-size limit, permissions); the message names the
+    file and its role, and says that what was there before is unchanged."""
+
+    def __init__(self, path: str | Path, role: str, exc: OSError) -> None:
+        why = exc.strerror or str(exc)
+        super().__init__(exc.errno, f"{path}: could not write the {role} ({why}); nothing was "
+                                    "replaced: free space (or fix the folder) and run again")
+        self.path = Path(path)
+
+    def __str__(self) -> str:
+        return str(self.strerror)
+
+
+def write_text_atomic(path: str | Path, text: str, role: str = "output") -> None:
+    """Write ``text`` through a temp file renamed into place; a failure leaves ``path`` as it was
+    and raises :class:`WriteError`."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp.write_text(text)
+        os.replace(tmp, path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise WriteError(path, role, exc) from None
 
 
 def write_json_atomic(path: str | Path, data: Any) -> None:

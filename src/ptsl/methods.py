@@ -249,19 +249,36 @@ def build_agent(cfg: RunConfig, shapes: Shapes, task_names: tuple[str, ...],
     return agent.to(device)
 
 
-def load_agent(path: str, device: torch.device | str = "cpu") -> MultiTaskSAC:
+def load_agent(path: str, device: torch.device | str = "cpu",
+               expect: RunConfig | None = None) -> MultiTaskSAC:
     """Load an agent saved with :meth:`MultiTaskSAC.save` (the public entry point).
+
+    The file is read weights-only after its checksum (``model.pt.sha256``) is verified; one
+    written by another project version, or (with ``expect``) trained under another config, is
+    refused with a :class:`ptsl.io.CorruptFileError` naming the fields that differ.
 
     >>> agent = load_agent("data/runs/mt10_mtsac-1/model.pt")
     >>> action = agent.act(obs, task_index)
     """
+    import json
     from pathlib import Path
 
+    from .artifacts import differences, load, project_version
+    from .io import CorruptFileError
+
     p = Path(path)
-    if not p.is_file():
-        raise FileNotFoundError(f"no saved agent at {p}")
-    blob = torch.load(p, map_location=device, weights_only=False)
-    meta = blob["meta"]
+    role = "saved agent"
+    fix = "retrain it (`dvc repro` restores or re-runs its training stage)"
+    blob = load(p, role, fix)
+    if blob["ptsl_version"] != project_version():
+        raise CorruptFileError(p, role, f"written by ptsl {blob['ptsl_version']}, this is "
+                                        f"ptsl {project_version()}", fix)
+    meta = json.loads(blob["meta_json"])
+    if expect is not None:
+        diff = differences(meta["config"], expect.to_dict())
+        if diff:
+            raise CorruptFileError(p, role, "trained under another config: " + "; ".join(diff[:3])
+                                   + (f" (+{len(diff) - 3} more)" if len(diff) > 3 else ""), fix)
     cfg = RunConfig.from_dict(meta["config"])
     shapes = Shapes(meta["obs_dim"], meta["action_dim"], len(meta["task_names"]))
     # The checkpoint carries CARE's frozen embedding table, so no embeddings file is needed here.

@@ -3,19 +3,39 @@
 The default store is SQLite at an absolute path in the project root (``mlflow.db``);
 ``MLFLOW_TRACKING_URI`` points elsewhere (a server). ``PTSL_TRACKING=off`` turns tracking off:
 then :func:`start_run` returns a tracker whose calls do nothing.
+
+Outage policy: a store that cannot be used when a stage starts (server unreachable, SQLite file
+locked or corrupt) stops the stage before any work, in one line (:class:`TrackingError`). A
+store that fails later, mid-training, does not throw away hours of work: the first failure prints
+one warning line, later tracking calls are skipped, and the stage's outputs (curve.csv,
+summary.json) still hold every result.
+
+Kills: a stage killed without a chance to end its run (SIGKILL, power loss) leaves it RUNNING;
+the next attempt of the same stage marks it KILLED, renames it ``<name> (killed)`` and links the
+new run to it (tags ``ptsl.previous_run`` / ``ptsl.resumed_by``). A resumed training run re-logs
+the curve it resumed with, so the new run holds the whole curve.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
+import sys
 import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 from typing import Any, Mapping
 
 TRACKING_ENV = "PTSL_TRACKING"
 _BATCH = 1000  # MLflow accepts at most 1,000 metrics per log_batch call
+_PROBE_TIMEOUT_S = 5.0
+
+
+class TrackingError(RuntimeError):
+    """The tracking store cannot be used; the message says which store and what to do."""
 
 
 def tracking_enabled() -> bool:
@@ -66,19 +86,36 @@ def flatten(d: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
 
 class Tracker:
     """One MLflow run. Metrics are buffered and sent in batches (one call per value is ~50x
-    slower on these machines)."""
+    slower on these machines); :meth:`flush` sends them (the training loop flushes at every
+    evaluation, so a killed run keeps its curve up to its last evaluation).
 
-    def __init__(self, client: Any, run_id: str) -> None:
+    A failure of the store after the run started is reported once as a warning and tracking is
+    skipped from then on (the module docstring gives the policy)."""
+
+    def __init__(self, client: Any, run_id: str, previous_run_id: str | None = None) -> None:
         self._client = client
         self.run_id = run_id
+        self.previous_run_id = previous_run_id  # a killed attempt of the same stage, if any
         self._pending: list[Any] = []
+        self.failed: str | None = None
+
+    def _call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        if self.failed is not None:
+            return None
+        try:
+            return fn(*args, **kwargs)
+        except Exception as exc:  # noqa: BLE001 - any store failure: warn once, keep training
+            self.failed = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+            print(f"warning: MLflow tracking failed ({self.failed}); training goes on without "
+                  "tracking, its outputs hold the results", file=sys.stderr)
+            return None
 
     def log_params(self, params: Mapping[str, Any]) -> None:
         from mlflow.entities import Param
 
         items = [Param(k, str(v)[:6000]) for k, v in flatten(params).items()]
         for i in range(0, len(items), 100):
-            self._client.log_batch(self.run_id, params=items[i:i + 100])
+            self._call(self._client.log_batch, self.run_id, params=items[i:i + 100])
 
     def log_metrics(self, metrics: Mapping[str, float], step: int) -> None:
         from mlflow.entities import Metric
@@ -91,22 +128,43 @@ class Tracker:
     def flush(self) -> None:
         while self._pending:
             chunk, self._pending = self._pending[:_BATCH], self._pending[_BATCH:]
-            self._client.log_batch(self.run_id, metrics=chunk)
+            self._call(self._client.log_batch, self.run_id, metrics=chunk)
 
     def log_artifact(self, path: str | Path) -> None:
-        self._client.log_artifact(self.run_id, str(path))
+        self._call(self._client.log_artifact, self.run_id, str(path))
 
     def log_artifacts(self, folder: str | Path, artifact_path: str) -> None:
         """Every file of ``folder`` under ``artifact_path`` in the run's artifacts."""
-        self._client.log_artifacts(self.run_id, str(folder), artifact_path)
+        self._call(self._client.log_artifacts, self.run_id, str(folder), artifact_path)
 
     def set_tags(self, tags: Mapping[str, str]) -> None:
         for k, v in tags.items():
-            self._client.set_tag(self.run_id, k, str(v))
+            self._call(self._client.set_tag, self.run_id, k, str(v))
+
+    def resumed(self, step: int, curve: list[Mapping[str, float]],
+                from_run: str | None) -> None:
+        """A run resumed at ``step`` from a checkpoint written under MLflow run ``from_run``:
+        link the two runs, re-log the evaluation curve the checkpoint carries and copy
+        ``from_run``'s training metrics up to ``step``, so that this run holds the whole curve."""
+        self.set_tags({"ptsl.resumed_at_step": str(step)})
+        for row in curve:
+            self.log_metrics({f"eval/{k}": v for k, v in row.items() if k != "step"},
+                             int(row["step"]))
+        old = self._call(self._client.get_run, from_run) if from_run else None
+        if old is not None and from_run != self.run_id:
+            if old.info.status == "RUNNING":
+                self._call(_mark_killed, self._client, old)
+            self.previous_run_id = from_run
+            self.set_tags({"ptsl.previous_run": from_run})
+            self._call(self._client.set_tag, from_run, "ptsl.resumed_by", self.run_id)
+            for key in [k for k in old.data.metrics if k.startswith("train/")]:
+                history = self._call(self._client.get_metric_history, from_run, key) or []
+                self._pending.extend(m for m in history if m.step <= step)
+        self.flush()
 
     def end(self, status: str = "FINISHED") -> None:
         self.flush()
-        self._client.set_terminated(self.run_id, status=status)
+        self._call(self._client.set_terminated, self.run_id, status=status)
 
 
 class NullTracker(Tracker):
@@ -114,7 +172,9 @@ class NullTracker(Tracker):
 
     def __init__(self) -> None:
         self.run_id = ""
+        self.previous_run_id = None
         self._pending = []
+        self.failed = None
 
     def log_params(self, params: Mapping[str, Any]) -> None: ...
     def log_metrics(self, metrics: Mapping[str, float], step: int) -> None: ...
@@ -122,6 +182,8 @@ class NullTracker(Tracker):
     def log_artifact(self, path: str | Path) -> None: ...
     def log_artifacts(self, folder: str | Path, artifact_path: str) -> None: ...
     def set_tags(self, tags: Mapping[str, str]) -> None: ...
+    def resumed(self, step: int, curve: list[Mapping[str, float]],
+                from_run: str | None) -> None: ...
     def end(self, status: str = "FINISHED") -> None: ...
 
 
@@ -251,12 +313,79 @@ def prepare_store(experiments: tuple[str, ...], root: Path | None = None) -> str
     return uri
 
 
+def _probe_server(uri: str) -> None:
+    """Fail fast, in one line, when a tracking server does not answer (instead of MLflow's
+    minutes of retries)."""
+    url = uri.rstrip("/") + "/health"
+    try:
+        with urllib.request.urlopen(url, timeout=_PROBE_TIMEOUT_S) as resp:  # noqa: S310 - user's URI
+            resp.read(64)
+    except (urllib.error.URLError, OSError, socket.timeout) as exc:
+        reason = getattr(exc, "reason", exc)
+        raise TrackingError(
+            f"MLFLOW_TRACKING_URI={uri}: MLflow server not reachable ({reason}); start it, "
+            f"point MLFLOW_TRACKING_URI at a running one, or unset it to use the project's "
+            f"mlflow.db (PTSL_TRACKING=off trains without tracking)") from None
+
+
+def _store_error(uri: str, exc: Exception) -> TrackingError:
+    """One line for a store that cannot be opened (locked, corrupt, wrong schema)."""
+    text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    db = _store_path(uri)
+    where = str(db) if db is not None else uri
+    if "locked" in text:
+        what = "is locked by another process (wait for it, or end it)"
+    elif db is not None:
+        what = (f"is not a readable MLflow store ({text[:160]}); move it aside to start a new "
+                "store, or set MLFLOW_TRACKING_URI")
+    else:
+        what = f"refused the request ({text[:160]})"
+    return TrackingError(f"{where}: MLflow tracking store {what}")
+
+
+def _alive_here(run: Any) -> bool:
+    """Whether a RUNNING run's process still runs on this host (then it is not an orphan)."""
+    tags = run.data.tags
+    if tags.get("host") != socket.gethostname() or not tags.get("ptsl.pid", "").isdigit():
+        return False
+    try:
+        os.kill(int(tags["ptsl.pid"]), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return int(tags["ptsl.pid"]) != os.getpid()
+
+
+def close_orphans(client: Any, exp_id: str, stage: str) -> str | None:
+    """Mark runs of ``stage`` left RUNNING by a killed attempt as KILLED and rename them
+    ``<name> (killed)``; returns the newest one's id. A run whose process still runs on this
+    host is left alone."""
+    query = (f"tags.dvc_stage = '{stage}' and tags.dvc_experiment = '{dvc_experiment()}' "
+             "and attributes.status = 'RUNNING'")
+    newest = None
+    for run in client.search_runs([exp_id], query, order_by=["attributes.start_time DESC"]):
+        if _alive_here(run):
+            continue
+        _mark_killed(client, run)
+        newest = newest or run.info.run_id
+    return newest
+
+
+def _mark_killed(client: Any, run: Any) -> None:
+    client.set_terminated(run.info.run_id, status="KILLED")
+    if not run.info.run_name.endswith(" (killed)"):
+        client.update_run(run.info.run_id, name=f"{run.info.run_name} (killed)")
+
+
 def start_run(experiment: str, run_name: str, stage: str, root: Path | None = None,
               tags: Mapping[str, str] | None = None) -> Tracker:
     """Open an MLflow run named ``run_name`` in MLflow experiment ``experiment``.
 
     Tags link the run to what produced it: the DVC stage (also shown as the run's Source), the
-    DVC experiment (``workspace`` outside ``dvc exp run``) and the git commit.
+    DVC experiment (``workspace`` outside ``dvc exp run``) and the git commit. A run of the same
+    stage left RUNNING by a killed attempt is marked KILLED and linked to the new one. A store
+    that cannot be used raises :class:`TrackingError` (one line) before anything else happens.
     """
     if not tracking_enabled():
         return NullTracker()
@@ -264,22 +393,35 @@ def start_run(experiment: str, run_name: str, stage: str, root: Path | None = No
 
     root = project_root(root)
     uri = tracking_uri(root)
+    if uri.startswith(("http://", "https://")):
+        _probe_server(uri)
     db = _store_path(uri)
-    if db is not None and db.parent == root:
-        relocate_store(db, root)
-    client = MlflowClient(tracking_uri=uri)
-    exp_id = _experiment_id(client, experiment, root)
     commit = git_commit(root)
     all_tags = {"mlflow.runName": display_name(run_name), "dvc_stage": stage,
                 "dvc_experiment": dvc_experiment(), "git_commit": commit,
-                "mlflow.source.name": stage, "mlflow.source.type": "PROJECT"}
+                "mlflow.source.name": stage, "mlflow.source.type": "PROJECT",
+                "host": socket.gethostname(), "ptsl.pid": str(os.getpid())}
     if commit != "unknown":
         all_tags["mlflow.source.git.commit"] = commit
     all_tags["mlflow.note.content"] = (  # the run page's description
         f"DVC stage `{stage}`, DVC experiment `{dvc_experiment()}`, git commit `{commit[:10]}`.")
     all_tags.update(tags or {})
-    run = client.create_run(exp_id, run_name=display_name(run_name), tags=all_tags)
-    return Tracker(client, run.info.run_id)
+    try:
+        if db is not None and db.parent == root:
+            relocate_store(db, root)
+        client = MlflowClient(tracking_uri=uri)
+        exp_id = _experiment_id(client, experiment, root)
+        previous = close_orphans(client, exp_id, stage)
+        if previous:
+            all_tags["ptsl.previous_run"] = previous
+        run = client.create_run(exp_id, run_name=display_name(run_name), tags=all_tags)
+        if previous:
+            client.set_tag(previous, "ptsl.resumed_by", run.info.run_id)
+    except TrackingError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - SQLAlchemy, sqlite3 and MLflow errors alike
+        raise _store_error(uri, exc) from None
+    return Tracker(client, run.info.run_id, previous)
 
 
 def view_links(base_url: str = "http://127.0.0.1:5000", root: Path | None = None) -> list[str]:

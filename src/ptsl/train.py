@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,11 +23,13 @@ import pandas as pd
 import torch
 from tqdm import tqdm
 
-from .agent import MultiTaskSAC, check_losses
+from . import faults
+from .agent import MultiTaskSAC, TrainingDiverged, check_losses
 from .buffer import make_buffer
 from .config import RunConfig
 from .envs import MultiTaskVecEnv, load_tasks
 from .evaluate import evaluate
+from .io import CorruptFileError, WriteError
 from .methods import Shapes, build_agent
 from .runtime import Runtime
 from .tracking import NullTracker, Tracker
@@ -53,41 +56,115 @@ def _eval_row(step: int, agent: MultiTaskSAC, env: MultiTaskVecEnv, episodes: in
     return row
 
 
-class _ScratchCheckpoint:
-    """Resume state in an ignored scratch folder, keyed by the run's resolved config."""
+class ResumeCheckpoints:
+    """Resume state in the ignored scratch folder: ``<exp>-<seed>-<config key>-<step>.pt``.
+
+    Files are weights-only with a checksum (:mod:`ptsl.artifacts`). A new checkpoint gets a new
+    name and the older one is deleted only after it is complete, so a kill or a full disk while
+    writing leaves the previous checkpoint intact. Loading takes the newest one that verifies;
+    a corrupt one, or one written by another project version, is skipped with a warning line,
+    and checkpoints of the same run under another config are named with the fields that differ.
+    """
 
     def __init__(self, scratch_dir: Path | None, cfg: RunConfig) -> None:
-        self.path = None if scratch_dir is None else Path(scratch_dir) / f"{cfg.name}-{cfg.seed}-{cfg.key()}.pt"
+        self.dir = None if scratch_dir is None else Path(scratch_dir)
+        self.run = f"{cfg.name}-{cfg.seed}-"
+        self.stem = f"{self.run}{cfg.key()}-"
+        self.config = cfg.to_dict()
+
+    def _files(self, prefix: str) -> list[Path]:
+        if self.dir is None or not self.dir.is_dir():
+            return []
+        return sorted((p for p in self.dir.glob(f"{prefix}*.pt") if p.stem[-9:].isdigit()),
+                      key=lambda p: p.stem[-9:], reverse=True)
 
     def load(self) -> dict[str, Any] | None:
-        if self.path is None or not self.path.is_file():
-            return None
-        return torch.load(self.path, map_location="cpu", weights_only=False)
+        """The newest usable checkpoint of this run and config, or None."""
+        from .artifacts import differences, load, project_version
 
-    def save(self, state: dict[str, Any]) -> None:
-        if self.path is None:
+        for path in self._files(self.stem):
+            try:
+                state = load(path, "resume checkpoint")
+            except CorruptFileError as exc:
+                print(f"warning: {exc}; trying an older one", file=sys.stderr)
+                continue
+            why = []
+            if state["ptsl_version"] != project_version():
+                why = [f"ptsl_version: {state['ptsl_version']!r} there, "
+                       f"{project_version()!r} here"]
+            why += differences(state["config"], self.config, "config")
+            if why:
+                print(f"warning: {path}: not resuming from this checkpoint, it was made "
+                      f"under another {'; '.join(why)}", file=sys.stderr)
+                continue
+            return state
+        for path in self._files(self.run)[:1]:
+            if not path.name.startswith(self.stem):
+                print(f"note: {path} is a checkpoint of {self.run[:-1]} under another config "
+                      "(its name carries the config key); this run starts from scratch",
+                      file=sys.stderr)
+        return None
+
+    def save(self, step: int, state: dict[str, Any]) -> None:
+        """Write the checkpoint of ``step``, then delete the older ones of this run."""
+        if self.dir is None:
             return
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_name(self.path.name + ".tmp")
-        torch.save(state, tmp)
-        tmp.replace(self.path)
+        from .artifacts import save
+
+        path = self.dir / f"{self.stem}{step:09d}.pt"
+        save(path, {"config": self.config, "step": step, **state}, "resume checkpoint",
+             fault_point="checkpoint")
+        for old in self._files(self.stem):
+            if old != path:
+                self._unlink(old)
+        self._clean()
 
     def remove(self) -> None:
-        if self.path is not None and self.path.exists():
-            self.path.unlink()
+        """Delete this run's checkpoints (the run finished)."""
+        for path in self._files(self.stem):
+            self._unlink(path)
+        self._clean()
+
+    def _clean(self) -> None:
+        """Temp files and lone checksums left by a write that was killed or failed."""
+        if self.dir is None or not self.dir.is_dir():
+            return
+        for stale in self.dir.glob(f".{self.stem}*.tmp"):
+            stale.unlink(missing_ok=True)
+        for sums in self.dir.glob(f"{self.stem}*.pt.sha256"):
+            if not sums.with_suffix("").exists():
+                sums.unlink(missing_ok=True)
+
+    @staticmethod
+    def _unlink(path: Path) -> None:
+        from .artifacts import checksum_path
+
+        path.unlink(missing_ok=True)
+        checksum_path(path).unlink(missing_ok=True)
+
+
+def _check_weights(agent: MultiTaskSAC, step: int) -> None:
+    """No checkpoint or output of a broken model: every weight must be finite."""
+    for name, tensor in agent.state_dict().items():
+        if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
+            raise TrainingDiverged(f"training stopped at step {step}: weight {name} is not "
+                                   "finite; nothing was saved")
 
 
 def train(cfg: RunConfig, *, scratch_dir: Path | None = None, task_cache: Path | None = None,
           tracker: Tracker | None = None, progress: bool = True, runtime: Runtime | None = None,
           on_eval: Callable[[dict[str, float]], None] | None = None,
-          on_step: Callable[[int], None] | None = None) -> TrainResult:
+          on_step: Callable[[int], None] | None = None,
+          keep_checkpoint: bool = False) -> TrainResult:
     """Train one (experiment, seed) run to ``cfg.train.steps`` vector steps.
 
     If a scratch checkpoint for this exact config exists (an interrupted earlier attempt), the
     run resumes from it. Raises :class:`ptsl.agent.TrainingDiverged` on a loss blow-up.
     ``runtime`` (device, threads, update path) defaults to :meth:`Runtime.from_env`.
     ``on_eval`` gets each evaluation's curve row; ``on_step`` the number of vector steps done
-    after each one (progress views, throughput measurements).
+    after each one (progress views, throughput measurements). The scratch checkpoint is removed
+    at the end unless ``keep_checkpoint`` (the stage removes it once its outputs are written, so
+    a kill while writing them resumes from the last checkpoint).
     """
     tracker = tracker or NullTracker()
     t0 = time.perf_counter()
@@ -106,7 +183,7 @@ def train(cfg: RunConfig, *, scratch_dir: Path | None = None, task_cache: Path |
     buffer = make_buffer(sac.buffer_capacity, env.obs_dim, env.action_dim, device,
                          seed=cfg.seed + 2, fast=runtime.fast)
     rng = np.random.default_rng(cfg.seed)
-    checkpoint = _ScratchCheckpoint(scratch_dir, cfg)
+    checkpoint = ResumeCheckpoints(scratch_dir, cfg)
     curve: list[dict[str, float]] = []
     start = 0
     state = checkpoint.load()
@@ -117,6 +194,7 @@ def train(cfg: RunConfig, *, scratch_dir: Path | None = None, task_cache: Path |
         env.set_state(state["env"])
         curve = state["curve"]
         start = state["step"]
+        tracker.resumed(start, curve, state.get("mlflow_run_id"))
     last_checkpoint = start
     obs = env.reset()
     # Losses stay on the device; they are checked and averaged once per episode (one host
@@ -131,6 +209,7 @@ def train(cfg: RunConfig, *, scratch_dir: Path | None = None, task_cache: Path |
                 row = _eval_row(step, agent, eval_env, tc.eval_episodes, step * env.num_tasks)
                 curve.append(row)
                 tracker.log_metrics({f"eval/{k}": v for k, v in row.items() if k != "step"}, step)
+                tracker.flush()  # the curve reaches the store at every evaluation
                 bar.set_postfix(success=f"{row['success']:.2f}")
                 if on_eval:
                     on_eval(row)
@@ -138,6 +217,7 @@ def train(cfg: RunConfig, *, scratch_dir: Path | None = None, task_cache: Path |
             # environments step while the update runs: step_async, update, step_wait.
             if step < sac.init_steps:
                 action = env.sample_actions(rng)
+                faults.point("warmup")
             else:
                 action = agent.act(obs, env.task_ids, deterministic=False)
             if runtime.fast:
@@ -147,9 +227,12 @@ def train(cfg: RunConfig, *, scratch_dir: Path | None = None, task_cache: Path |
                 for _ in range(n_updates):
                     losses.append((step, agent.update(buffer.sample(sac.batch_size, rng, device),
                                                       step)))
+                    faults.point("update")
             if not runtime.fast:  # plain path: step after the update, nothing overlapped
                 env.step_async(action)
             res = env.step_wait()
+            if faults.nan_reward(step):
+                res.reward[:] = np.nan
             buffer.add(obs, action, res.reward, res.obs, 1.0 - res.terminated, env.task_ids)
             obs = res.obs
             bar.update(1)
@@ -163,15 +246,19 @@ def train(cfg: RunConfig, *, scratch_dir: Path | None = None, task_cache: Path |
                     tracker.log_metrics({f"train/{k}": v for k, v in means.items()}, done)
                     losses = []
                 if done - last_checkpoint >= tc.checkpoint_every and done < tc.steps:
-                    checkpoint.save({"step": done, "agent": agent.training_state(),
-                                     "buffer": buffer.state_dict(), "rng": rng.bit_generator.state,
-                                     "env": env.get_state(), "curve": curve})
+                    _check_weights(agent, done)
+                    checkpoint.save(done, {
+                        "agent": agent.training_state(), "buffer": buffer.state_dict(),
+                        "rng": rng.bit_generator.state, "env": env.get_state(), "curve": curve,
+                        "mlflow_run_id": tracker.run_id})
                     last_checkpoint = done
         check_losses(losses, guard)  # a run that ends mid-episode is checked before it is saved
+        _check_weights(agent, tc.steps)
         if not (curve and curve[-1]["step"] == tc.steps):
             row = _eval_row(tc.steps, agent, eval_env, tc.eval_episodes, tc.steps * env.num_tasks)
             curve.append(row)
             tracker.log_metrics({f"eval/{k}": v for k, v in row.items() if k != "step"}, tc.steps)
+            tracker.flush()
             if on_eval:
                 on_eval(row)
     finally:
@@ -179,17 +266,21 @@ def train(cfg: RunConfig, *, scratch_dir: Path | None = None, task_cache: Path |
         env.close()
         eval_env.close()
         tracker.flush()
-    checkpoint.remove()
+    if not keep_checkpoint:
+        checkpoint.remove()
     return TrainResult(agent=agent, curve=pd.DataFrame(curve),
                        parameter_count=agent.parameter_count(),
                        wall_seconds=time.perf_counter() - t0, resumed_from=start)
 
 
 def write_run_outputs(result: TrainResult, out_dir: Path, extra: dict[str, Any]) -> None:
-    """Write model.pt, curve.csv and summary.json into ``out_dir`` atomically.
+    """Write model.pt (+ model.pt.sha256), curve.csv and summary.json into ``out_dir``.
 
     Everything goes to a temp sibling folder first, which is renamed into place at the end, so an
-    interrupted stage never leaves a half-written output.
+    interrupted stage never leaves a half-written output, and a failed write (full disk) raises
+    :class:`ptsl.io.WriteError` leaving nothing behind. Every byte is a function of the config
+    and seed (no wall time, no resume step), so a rerun reproduces the DVC hash; what varies
+    between runs goes to MLflow.
     """
     import json
 
@@ -197,15 +288,20 @@ def write_run_outputs(result: TrainResult, out_dir: Path, extra: dict[str, Any])
     tmp = out_dir.with_name(f".{out_dir.name}.tmp")
     if tmp.exists():
         shutil.rmtree(tmp)
-    tmp.mkdir(parents=True)
-    result.agent.save(tmp / "model.pt")
-    result.curve.to_csv(tmp / "curve.csv", index=False)
     final = result.curve.iloc[-1]
     summary = {"final_step": int(final["step"]), "final_success": float(final["success"]),
-               "parameter_count": result.parameter_count,
-               "wall_seconds": round(result.wall_seconds, 2), "resumed_from": result.resumed_from,
-               **extra}
-    (tmp / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
-    if out_dir.exists():
-        shutil.rmtree(out_dir)
-    os.replace(tmp, out_dir)
+               "parameter_count": result.parameter_count, **extra}
+    try:
+        tmp.mkdir(parents=True)
+        result.agent.save(tmp / "model.pt")
+        result.curve.to_csv(tmp / "curve.csv", index=False)
+        (tmp / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+        faults.point("outputs")
+        if out_dir.exists():
+            shutil.rmtree(out_dir)
+        os.replace(tmp, out_dir)
+    except OSError as exc:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise WriteError(out_dir, "training outputs",
+                         OSError(exc.errno, os.strerror(exc.errno) if exc.errno else str(exc))
+                         ) from None
