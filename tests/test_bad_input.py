@@ -329,3 +329,30 @@ def test_grid_checks_params_before_anything(project):
     assert proc.stderr.strip().splitlines()[-1].startswith("error: pal_dim: must be <= 16")
     assert "on Ray" not in proc.stdout
     assert snapshot(project) == before
+
+
+def test_reports_are_swapped_in_whole(project):
+    """aggregate builds its reports aside and swaps each output in: the files of a table that is
+    gone go with the old folder, and a failure while building leaves every report as it was."""
+    from ptsl.config import load_params, parse_params
+    from ptsl.report import Published, RunRecords, collect, collect_videos, write_reports
+
+    params = load_params(project / "params.yaml")
+    data, reports = project / "data", project / "reports"
+    records = collect(params, data / "runs", data / "eval")
+    videos = collect_videos(params, data / "videos")
+    published = Published.load(data / "published.yaml")
+    raw = yaml.safe_load((project / "params.yaml").read_text())
+    del raw["tables"]["long"]
+    write_reports(parse_params(raw), records, published, reports, videos)
+    assert sorted(p.name for p in (reports / "tables").iterdir()) == ["short.csv", "short.md"]
+    assert not list((reports / "figures").glob("long_*"))
+    assert (reports / "benchmarks.json").is_file()  # check_env's output: not aggregate's to touch
+    before = snapshot(project)
+    # Curves of one experiment only: its table cannot be built (a failure after reading).
+    partial = RunRecords(evals=records.evals,
+                         curves=records.curves[records.curves["experiment"] == "tiny_mtsac"])
+    with pytest.raises(ValueError, match="tiny_ptsl"):
+        write_reports(params, partial, published, reports, videos)
+    assert snapshot(project) == before
+    assert not list(reports.glob(".aggregate-*"))  # no staging folder left

@@ -112,7 +112,8 @@ class ExperimentConfig:
     num_layers: int = _spec(3, ge=1)
     task_onehot: bool = _spec(False, doc="MT-SAC only: append a task one-hot (garage variant)")
     num_experts: int = _spec(4, ge=1, doc="CARE encoders / Soft Modularization modules")
-    pal_dim: int | None = _spec(None, ge=1, doc="PTSL rank; unset reads the top-level pal_dim")
+    pal_dim: int | None = _spec(None, ge=1, doc="PTSL rank, at most hidden_dim; unset reads the "
+                                                "top-level pal_dim")
     shared_projection: bool = _spec(True, doc="PTSL: one D/U pair shared across layers")
     residual_mode: str = _spec("none", choices=RESIDUAL_MODES)
     matches: str | None = _spec(None, doc="experiment whose parameter count hidden_dim was solved "
@@ -165,7 +166,8 @@ class Params:
     # Upper bound: derived seeds (seed + k) must stay inside numpy's 32-bit seed range.
     seeds: tuple[int, ...] = _spec(ge=0, le=MAX_SEED)
     long_seeds: tuple[int, ...] = _spec(ge=0, le=MAX_SEED)
-    pal_dim: int = _spec(50, ge=1)
+    pal_dim: int = _spec(50, ge=1, doc="PTSL rank of the experiments without their own; at most "
+                                       "the smallest hidden_dim among them")
     tables: Mapping[str, TableConfig] = field(default_factory=dict)
     report: ReportConfig = field(default_factory=ReportConfig)
     budget: str = "small"
@@ -564,6 +566,8 @@ class _UniqueKeyLoader(yaml.SafeLoader):
         seen: set[Any] = set()
         for key_node, _ in node.value:
             key = self.construct_object(key_node, deep=deep)
+            if not isinstance(key, typing.Hashable):
+                continue  # the base class reports an unhashable key itself
             if key in seen:
                 raise yaml.constructor.ConstructorError(
                     None, None, f"duplicate key {key!r}", key_node.start_mark)
