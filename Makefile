@@ -17,7 +17,10 @@ $(STAMP): requirements.txt pyproject.toml
 	$(PY) -m pip install --disable-pip-version-check -q --no-build-isolation --no-deps -e .
 	touch $(STAMP)
 
+# The validate stage runs first inside `dvc repro` too; running it before DVC reads params.yaml
+# also turns a value that breaks dvc.yaml's templating (say `seeds: 5`) into one clear line.
 repro: install
+	python pipeline/validate.py
 	dvc repro
 	python -m ptsl.readme
 

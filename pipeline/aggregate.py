@@ -20,9 +20,12 @@ def main() -> None:
                     help="folder that receives the reports (default: %(default)s)")
     args = ap.parse_args()
     params = load_params(args.params)
+    # Every input is read and checked before anything is written; the reports are then built
+    # aside and swapped in (see write_reports), so a failure leaves the old reports in place.
     records = collect(params, RUNS, EVALS)
     videos = collect_videos(params, VIDEOS)
-    written = write_reports(params, records, Published.load(PUBLISHED), Path(args.out), videos)
+    published = Published.load(PUBLISHED)
+    written = write_reports(params, records, published, Path(args.out), videos)
     tracker = start_run("aggregate", "aggregate", stage="aggregate")
     tracker.log_params({"budget": params.budget, "seeds": list(params.seeds),
                         "long_seeds": list(params.long_seeds), "steps": params.train.steps,

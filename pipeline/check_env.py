@@ -1,10 +1,10 @@
 """Stage check_env: MuJoCo loads, every benchmark the pipeline uses builds and steps.
 
-The machine (host, versions, torch device) goes to reports/environment.json, which no stage
-depends on and git does not track, so a fresh clone's `dvc repro` checks the user's own machine
-and a training stage's cache key never holds the machine (training depends on the pins in
+The machine (host, versions, torch device) goes to reports/environment.json, which is no DVC
+output (dvc.lock is the same on every machine), no stage depends on and git does not track, so
+a training stage's cache key never holds the machine (training depends on the pins in
 requirements.txt, which every stage checks with ptsl.envcheck.check_machine). The per-benchmark
-checks go to reports/benchmarks.json, both to MLflow."""
+checks go to reports/benchmarks.json (the stage's output), both to MLflow."""
 
 import argparse
 from pathlib import Path

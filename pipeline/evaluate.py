@@ -3,6 +3,7 @@ deterministic episodes of every task, write data/eval/<experiment>-<seed>.json; 
 evaluate.videos, also record one episode per task as GIFs under data/videos/<experiment>-<seed>/."""
 
 import argparse
+import tempfile
 from pathlib import Path
 
 from ptsl import load_agent
@@ -11,7 +12,7 @@ from ptsl.config import load_params, reads_pal_dim, run_config
 from ptsl.envcheck import check_machine
 from ptsl.envs import MultiTaskVecEnv, load_tasks
 from ptsl.evaluate import evaluate
-from ptsl.io import write_json_atomic
+from ptsl.io import replace_dir, write_json_atomic
 from ptsl.paths import EVALS, REQUIREMENTS, RUNS, TASK_CACHE, VIDEOS, run_id, stage_id
 from ptsl.tracking import start_run
 from ptsl.videos import find_backend, no_backend_message, record_videos, use_backend, \
@@ -52,26 +53,33 @@ def main() -> None:
               "success": res.mean_success, "return": res.mean_return,
               "parameter_count": agent.parameter_count(),
               "per_task": {n: float(s) for n, s in zip(tasks.names, res.success)}}
+    videos = Path(args.videos) / name
+    backend = find_backend() if params.evaluate.videos else None
+    videos.parent.mkdir(parents=True, exist_ok=True)
+    # The videos are made aside (removed if anything fails) and both outputs are put in place
+    # only once everything worked: a failed stage writes nothing.
+    with tempfile.TemporaryDirectory(dir=videos.parent, prefix=f".{name}.") as tmp:
+        staged = Path(tmp) / name
+        if backend is not None:
+            use_backend(backend)
+            record_videos(agent, tasks, cfg.env, cfg.seed, staged)
+        elif params.evaluate.videos:
+            print(no_backend_message())
+            write_no_videos(staged, "no off-screen OpenGL backend for MuJoCo")
+        else:
+            write_no_videos(staged, "evaluate.videos is false")
+        out = Path(args.out) / f"{name}.json"
+        write_json_atomic(out, record)
+        replace_dir(staged, videos)
     tracker = start_run("evaluate", name, stage=stage,
                         tags={"experiment": args.exp, "seed": str(args.seed)})
     tracker.log_params({"episodes": episodes, "videos": params.evaluate.videos, **cfg.headline()})
     tracker.log_metrics({"success": res.mean_success, "return": res.mean_return,
                          "parameter_count": agent.parameter_count(),
                          **{f"success/{k}": v for k, v in record["per_task"].items()}}, 0)
-    videos = Path(args.videos) / name
-    backend = find_backend() if params.evaluate.videos else None
     if backend is not None:
-        use_backend(backend)
-        record_videos(agent, tasks, cfg.env, cfg.seed, videos)
         tracker.log_params({"render_backend": backend})
         tracker.log_artifacts(videos, "videos")
-    elif params.evaluate.videos:
-        print(no_backend_message())
-        write_no_videos(videos, "no off-screen OpenGL backend for MuJoCo")
-    else:
-        write_no_videos(videos, "evaluate.videos is false")
-    out = Path(args.out) / f"{name}.json"
-    write_json_atomic(out, record)
     tracker.log_artifact(out)
     tracker.end()
     print(f"{name}: evaluation success {res.mean_success:.3f} over {episodes} episode(s) per task"

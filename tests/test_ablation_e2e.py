@@ -32,6 +32,6 @@ def test_pal_dim_ablation_reruns_only_ptsl_stages(tmp_path):
 
     out = dvc(root, "exp", "run", "-S", "pal_dim=8").stdout
     ran = _ran(out)
-    assert ran == {"train_ptsl@a_care_ptsl-1", "train_ptsl@a_sac_ptsl-1",
+    assert ran == {"validate", "train_ptsl@a_care_ptsl-1", "train_ptsl@a_sac_ptsl-1",
                    "evaluate_ptsl@a_care_ptsl-1", "evaluate_ptsl@a_sac_ptsl-1", "aggregate"}, out
     assert yaml.safe_load((root / "params.yaml").read_text())["pal_dim"] == 8

@@ -98,3 +98,48 @@ def test_long_seeds_train_to_long_steps_and_tables_resolve(raw_params):
     assert run_config(paper, "mt10_mtsac", 5).train.steps == paper.train.steps
     t = paper.tables["mt10_1m"]
     assert paper.table_step(t) == paper.train.long_steps and paper.table_seeds(t) == (1, 2, 3, 4)
+
+
+@pytest.mark.parametrize("mutate, message", [
+    (lambda p: p.update(pal_dim=1000), "pal_dim: must be <= 321, the hidden_dim of experiment "
+                                       "mt10_care_ptsl_project which reads it; got 1000"),
+    (lambda p: p["experiments"]["mt50_care_ptsl"].update(pal_dim=300),
+     "experiments.mt50_care_ptsl.pal_dim: must be <= hidden_dim (274), got 300"),
+    (lambda p: p["runs"].update(plain=p["runs"]["plain"] + ["mt10_mtsac"]),
+     "runs.plain: 'mt10_mtsac' is listed twice; each experiment once"),
+    (lambda p: p["runs"].update(plain=[], ptsl=[]), "runs: nothing to train"),
+    (lambda p: p["tables"]["mt10_200k"].update(rows=["mt10_mtsac", "mt10_mtsac"]),
+     "tables.mt10_200k.rows: 'mt10_mtsac' is listed twice"),
+    (lambda p: p["sac"].update(log_std_min=3.0), "sac.log_std_min: must be < sac.log_std_max (2)"),
+    (lambda p: p["experiments"].update({"mt10.x": p["experiments"]["mt10_mtsac"]}),
+     "experiments: experiment name 'mt10.x' is not allowed; allowed: letters, digits, _ and -"),
+    (lambda p: p["tables"].update({"a b": p["tables"]["mt10_200k"]}),
+     "tables: table name 'a b' is not allowed"),
+    (lambda p: p.update(seeds=[1, 2**40], long_seeds=[1]), "seeds: must be <= 2147483647"),
+    (lambda p: p["budgets"]["paper"].update({"pal_dim": 500}),
+     "budgets.paper: pal_dim: must be <= 321"),
+])
+def test_sizes_names_and_lists_a_demanding_user_expects(raw_params, mutate, message):
+    bad = copy.deepcopy(raw_params)
+    mutate(bad)
+    with pytest.raises(ConfigError) as err:
+        parse_params(bad)
+    assert str(err.value).startswith(message), str(err.value)
+    assert "\n" not in str(err.value)
+
+
+def test_yaml_errors_are_one_line_with_the_place(tmp_path):
+    from ptsl.config import load_params
+
+    text = (ROOT / "params.yaml").read_text()
+    broken = tmp_path / "broken.yaml"
+    broken.write_text(text.replace("seeds: [1]", "seeds: [1", 1))
+    with pytest.raises(ConfigError) as err:
+        load_params(broken)
+    assert str(err.value).startswith(f"{broken}: not valid YAML (line ")
+    assert "\n" not in str(err.value)
+    twice = tmp_path / "twice.yaml"
+    twice.write_text(text.replace("seeds: [1]", "seeds: [1]\nseeds: [2]", 1))
+    with pytest.raises(ConfigError, match=r"twice.yaml: not valid YAML \(line \d+, column 1: "
+                                          r"duplicate key 'seeds'\)"):
+        load_params(twice)

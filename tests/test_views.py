@@ -138,7 +138,7 @@ def test_stage_help_explains_every_argument():
 
     from .conftest import ROOT
 
-    scripts = ["check_env", "train", "evaluate", "aggregate"]
+    scripts = ["validate", "check_env", "train", "evaluate", "aggregate"]
     procs = {s: subprocess.Popen([sys.executable, str(ROOT / "pipeline" / f"{s}.py"), "--help"],
                                  stdout=subprocess.PIPE, text=True) for s in scripts}
     for script, proc in procs.items():

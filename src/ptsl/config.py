@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import re
 import types
 import typing
 from dataclasses import dataclass, field
@@ -37,6 +38,10 @@ BENCHMARKS = ("mt10", "mt50")
 METHODS = ("mtsac", "softmod", "care", "care_ptsl", "sac_ptsl")
 PTSL_METHODS = ("care_ptsl", "sac_ptsl")
 RESIDUAL_MODES = ("none", "sum", "linear", "project")
+MAX_SEED = 2**31 - 1
+# Experiment and table names become DVC stage names, file names and dotted params keys
+# (`experiments.<name>`), so they hold no dot, slash, space or `@`.
+NAME_PATTERN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_-]*")
 
 
 @dataclass(frozen=True)
@@ -107,7 +112,8 @@ class ExperimentConfig:
     num_layers: int = _spec(3, ge=1)
     task_onehot: bool = _spec(False, doc="MT-SAC only: append a task one-hot (garage variant)")
     num_experts: int = _spec(4, ge=1, doc="CARE encoders / Soft Modularization modules")
-    pal_dim: int | None = _spec(None, ge=1, doc="PTSL rank; unset reads the top-level pal_dim")
+    pal_dim: int | None = _spec(None, ge=1, doc="PTSL rank, at most hidden_dim; unset reads the "
+                                                "top-level pal_dim")
     shared_projection: bool = _spec(True, doc="PTSL: one D/U pair shared across layers")
     residual_mode: str = _spec("none", choices=RESIDUAL_MODES)
     matches: str | None = _spec(None, doc="experiment whose parameter count hidden_dim was solved "
@@ -157,9 +163,11 @@ class Params:
     evaluate: EvaluateConfig
     experiments: Mapping[str, ExperimentConfig]
     runs: RunsConfig
-    seeds: tuple[int, ...] = _spec(ge=0)
-    long_seeds: tuple[int, ...] = _spec(ge=0)
-    pal_dim: int = _spec(50, ge=1)
+    # Upper bound: derived seeds (seed + k) must stay inside numpy's 32-bit seed range.
+    seeds: tuple[int, ...] = _spec(ge=0, le=MAX_SEED)
+    long_seeds: tuple[int, ...] = _spec(ge=0, le=MAX_SEED)
+    pal_dim: int = _spec(50, ge=1, doc="PTSL rank of the experiments without their own; at most "
+                                       "the smallest hidden_dim among them")
     tables: Mapping[str, TableConfig] = field(default_factory=dict)
     report: ReportConfig = field(default_factory=ReportConfig)
     budget: str = "small"
@@ -344,6 +352,27 @@ def _validate_method_options(exp: ExperimentConfig, key: str) -> None:
             if getattr(exp, name) != default:
                 raise ConfigError(f"{key}.{name}: only PTSL methods ({', '.join(PTSL_METHODS)}) "
                                   f"read it; remove it from {exp.method} experiments")
+    if exp.pal_dim is not None and exp.pal_dim > exp.hidden_dim:
+        # The PTSL rank projects the hidden layer down; a larger rank adds parameters and no
+        # expressiveness (and makes the shared projections wider than the layer they compress).
+        raise ConfigError(f"{key}.pal_dim: must be <= hidden_dim ({exp.hidden_dim}), "
+                          f"got {exp.pal_dim}")
+
+
+def _check_name(name: Any, key: str, what: str) -> str:
+    """Experiment and table names: DVC stage names, file names and dotted params keys."""
+    if not isinstance(name, str) or not NAME_PATTERN.fullmatch(name):
+        raise ConfigError(f"{key}: {what} name {name!r} is not allowed; allowed: letters, "
+                          "digits, _ and - (no dot, slash, space or @)")
+    return name
+
+
+def _check_unique(names: tuple[str, ...], key: str) -> None:
+    seen: set[str] = set()
+    for name in names:
+        if name in seen:
+            raise ConfigError(f"{key}: {name!r} is listed twice; each experiment once")
+        seen.add(name)
 
 
 def dotted_parent(root: MutableMapping[str, Any], dotted: str,
@@ -405,6 +434,7 @@ def parse_params(raw: Any, check_presets: bool = True) -> Params:
         raise ConfigError("experiments: expected a non-empty mapping of experiment name -> settings")
     experiments = {}
     for name, data in experiments_raw.items():
+        _check_name(name, "experiments", "experiment")
         exp = build(ExperimentConfig, data, f"experiments.{name}", extra={"name": str(name)})
         _validate_benchmark(exp, f"experiments.{name}")
         _validate_method_options(exp, f"experiments.{name}")
@@ -414,7 +444,11 @@ def parse_params(raw: Any, check_presets: bool = True) -> Params:
             raise ConfigError(f"experiments.{name}.matches: unknown experiment {exp.matches!r}; "
                               f"allowed: {', '.join(experiments)}")
     runs = build(RunsConfig, raw["runs"], "runs")
+    if not runs.plain and not runs.ptsl:
+        raise ConfigError("runs: nothing to train; allowed: at least one experiment in "
+                          "runs.plain or runs.ptsl")
     for group, names in (("plain", runs.plain), ("ptsl", runs.ptsl)):
+        _check_unique(names, f"runs.{group}")
         for name in names:
             if name not in experiments:
                 raise ConfigError(f"runs.{group}: unknown experiment {name!r}; allowed: "
@@ -432,6 +466,12 @@ def parse_params(raw: Any, check_presets: bool = True) -> Params:
         raise ConfigError(f"long_seeds: must be a subset of seeds {list(seeds)}, got {list(long_seeds)}")
     pal_dim = _coerce(raw.get("pal_dim", 50), int, "pal_dim")
     _check_range(pal_dim, fields["pal_dim"].metadata, "pal_dim")
+    readers = [e for e in experiments.values() if reads_pal_dim(e)]
+    if readers:
+        smallest = min(readers, key=lambda e: e.hidden_dim)
+        if pal_dim > smallest.hidden_dim:
+            raise ConfigError(f"pal_dim: must be <= {smallest.hidden_dim}, the hidden_dim of "
+                              f"experiment {smallest.name} which reads it; got {pal_dim}")
     train = build(TrainConfig, raw["train"], "train")
     if train.long_steps < train.steps:
         raise ConfigError(f"train.long_steps: must be >= train.steps ({train.steps}), "
@@ -448,9 +488,13 @@ def parse_params(raw: Any, check_presets: bool = True) -> Params:
     budget = raw.get("budget", "small")
     if budgets and budget not in budgets:
         raise ConfigError(f"budget: unknown budget {budget!r}; allowed: {', '.join(budgets)}")
+    sac = build(SACConfig, raw["sac"], "sac")
+    if sac.log_std_min >= sac.log_std_max:
+        raise ConfigError(f"sac.log_std_min: must be < sac.log_std_max ({sac.log_std_max:g}), "
+                          f"got {sac.log_std_min:g}")
     params = Params(
         env=build(EnvConfig, raw["env"], "env"),
-        sac=build(SACConfig, raw["sac"], "sac"),
+        sac=sac,
         train=train,
         evaluate=build(EvaluateConfig, raw.get("evaluate"), "evaluate"),
         experiments=types.MappingProxyType(experiments),
@@ -496,9 +540,11 @@ def _parse_tables(raw: Any, experiments: Mapping[str, ExperimentConfig],
     tables = {}
     for name, data in raw.items():
         key = f"tables.{name}"
+        _check_name(name, "tables", "table")
         table = build(TableConfig, data, key)
         if not table.rows:
             raise ConfigError(f"{key}.rows: expected at least one experiment")
+        _check_unique(table.rows, f"{key}.rows")
         for row in table.rows:
             if row not in trained:
                 raise ConfigError(f"{key}.rows: {row!r} is not trained (runs.plain or runs.ptsl); "
@@ -512,16 +558,49 @@ def _parse_tables(raw: Any, experiments: Mapping[str, ExperimentConfig],
     return tables
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """YAML's safe loader, except that a key given twice in one mapping is an error (plain YAML
+    keeps the last one silently, so a pasted experiment would hide another)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if not isinstance(key, typing.Hashable):
+                continue  # the base class reports an unhashable key itself
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"duplicate key {key!r}", key_node.start_mark)
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
+def _yaml_problem(exc: yaml.YAMLError) -> str:
+    """One line from a YAML error: what is wrong and where (PyYAML's message spans lines)."""
+    problem = getattr(exc, "problem", None) or getattr(exc, "context", None) or str(exc)
+    mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+    where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+    return where + " ".join(str(problem).split())
+
+
+def read_yaml(path: str | Path) -> Any:
+    """A YAML file's content; a file that is not valid YAML (or repeats a key) is a
+    :class:`ConfigError` naming the file, the line and the problem in one line."""
+    path = Path(path)
+    try:
+        return yaml.load(path.read_text(), Loader=_UniqueKeyLoader)  # noqa: S506 - a safe loader
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML ({_yaml_problem(exc)})") from None
+    except (UnicodeDecodeError, OSError) as exc:
+        raise ConfigError(f"{path}: unreadable ({type(exc).__name__}: {exc})") from None
+
+
 def load_params(path: str | Path = "params.yaml") -> Params:
     """Read and validate a params file; a missing or malformed file is a :class:`ConfigError`."""
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"{path}: params file not found")
-    try:
-        raw = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML ({exc})") from None
-    return parse_params(raw)
+    return parse_params(read_yaml(path))
 
 
 def run_config(params: Params, experiment: str, seed: int) -> RunConfig:

@@ -1,6 +1,7 @@
 """The grid: every stale training stage in parallel on Ray, fanned in through DVC's run cache.
 
-``python -m ptsl.grid`` (``make grid``) asks DVC which training stages are stale
+``python -m ptsl.grid`` (``make grid``) first checks what the ``validate`` stage checks
+(:mod:`ptsl.validate`), then asks DVC which training stages are stale
 (``dvc status --json``), runs each one with ``dvc repro --single-item`` in its own workspace (a
 clone of the current commit sharing the DVC cache, :mod:`ptsl.workspace`) as a Ray task, and then
 runs a plain ``dvc repro`` in the main workspace, which restores every trained stage from the run
@@ -24,8 +25,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
+from .cli import USER_ERRORS
 from .paths import SCRATCH
 from .tracking import TRACKING_ENV, close_orphans, prepare_store
+from .validate import validate_project
 from .workspace import (StageJob, StageOutcome, WorkspaceError, head_commit, run_job,
                         uncommitted_inputs)
 
@@ -264,6 +267,9 @@ def run(args: argparse.Namespace, root: Path) -> int:
     """The whole command; returns the exit status."""
     if not (root / "dvc.yaml").is_file():
         raise GridError(f"no dvc.yaml in {root}: run the grid from the project root")
+    # The workers run `dvc repro --single-item`, which skips the validate stage: check here what
+    # it checks, before any worker removes an output.
+    validate_project(root)
     stages = stale_training_stages(root)
     if args.dry:
         print(f"{len(stages)} stale training stage(s)" + "".join(f"\n  {s}" for s in stages))
@@ -319,7 +325,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     try:
         return run(args, Path.cwd().resolve())
-    except (GridError, WorkspaceError) as exc:
+    except (GridError, WorkspaceError, *USER_ERRORS) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

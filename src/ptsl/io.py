@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -48,3 +49,11 @@ def write_text_atomic(path: str | Path, text: str, role: str = "output") -> None
 
 def write_json_atomic(path: str | Path, data: Any) -> None:
     write_text_atomic(path, json.dumps(data, indent=2, sort_keys=False) + "\n")
+
+
+def replace_dir(src: str | Path, dst: str | Path) -> None:
+    """Put folder ``src`` where ``dst`` is (same filesystem), removing the old ``dst``."""
+    dst = Path(dst)
+    if dst.exists():
+        shutil.rmtree(dst)
+    os.replace(src, dst)

@@ -17,6 +17,10 @@ SCRATCH = Path(os.environ.get("PTSL_SCRATCH") or ".scratch")  # ignored: resume 
 RESUME = SCRATCH / "resume"
 TASK_CACHE = SCRATCH / "tasks"
 PUBLISHED = Path("data/published.yaml")  # published numbers shown beside ours
+EMBEDDINGS = Path("data/task_embeddings/metaworld-mt50.json")  # CARE's task descriptions
+# The validate stage's output (constant content, in git): every other stage depends on it, so
+# DVC runs validate first and a passing validation never makes another stage stale.
+VALIDATED = Path("data/validated.json")
 REQUIREMENTS = Path("requirements.txt")  # the pins every machine must run (training depends on it)
 
 

@@ -8,20 +8,20 @@ that step, ``best`` the best evaluation so far; ``report.primary`` picks the hea
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
-import yaml
-
-from .config import Params, TableConfig, preset_matches
+from .config import ConfigError, Params, TableConfig, preset_matches, read_yaml, run_config
 from .figures import plot_contact_sheet, plot_curves, plot_task_heatmap
-from .io import write_json_atomic, write_text_atomic
+from .io import CorruptFileError, write_json_atomic, write_text_atomic
 from .paths import run_id
-from .stats import scores_at, summarize
+from .stats import TASK_PREFIX, scores_at, summarize
 
 
 @dataclass(frozen=True)
@@ -30,6 +30,9 @@ class RunRecords:
 
     evals: pd.DataFrame
     curves: pd.DataFrame
+
+
+REBUILD = "run `dvc repro` to rebuild it"
 
 
 @dataclass(frozen=True)
@@ -42,27 +45,139 @@ class Published:
 
     @staticmethod
     def load(path: Path) -> "Published":
+        """Read and check the file; a malformed one is a CorruptFileError naming it."""
         if not path.is_file():
-            raise FileNotFoundError(f"{path}: published numbers file not found")
-        raw = yaml.safe_load(path.read_text())
-        return Published(source=raw["source"], protocol=raw["protocol"], success=raw["success"])
+            raise FileNotFoundError(f"{path}: published numbers file not found; restore it with "
+                                    f"`git checkout -- {path}`")
+        try:
+            raw = read_yaml(path)
+        except ConfigError as exc:
+            raise _corrupt_published(path, str(exc).removeprefix(f"{path}: ")) from None
+        if not isinstance(raw, Mapping) or not {"source", "protocol", "success"} <= set(raw):
+            raise _corrupt_published(path, "expected the keys source, protocol and success")
+        success = raw["success"]
+        if not isinstance(success, Mapping) or not all(
+                isinstance(methods, Mapping) and all(
+                    isinstance(v, (int, float)) and not isinstance(v, bool)
+                    for v in methods.values()) for methods in success.values()):
+            raise _corrupt_published(path, "success: expected benchmark -> method -> number")
+        return Published(source=str(raw["source"]), protocol=str(raw["protocol"]),
+                         success=success)
 
     def get(self, benchmark: str, method: str) -> float | None:
         return self.success.get(benchmark, {}).get(method)
 
 
+def _corrupt_published(path: Path, detail: str) -> CorruptFileError:
+    return CorruptFileError(path, "published numbers file", detail,
+                            f"restore it with `git checkout -- {path}`")
+
+
+def _read_json(path: Path, role: str) -> Any:
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} is missing; run `dvc repro` to produce it")
+    try:
+        return json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise CorruptFileError(path, role, f"not valid JSON: {exc}", REBUILD) from None
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and np.isfinite(value)
+
+
+def read_eval(path: Path, experiment: str, seed: int) -> dict:
+    """One evaluation record (``data/eval/<exp>-<seed>.json``), checked."""
+    role = "evaluation record"
+    record = _read_json(path, role)
+    if not isinstance(record, dict):
+        raise CorruptFileError(path, role, "expected a JSON object", REBUILD)
+    if (record.get("experiment"), record.get("seed")) != (experiment, seed):
+        raise CorruptFileError(path, role, f"it is the record of {record.get('experiment')!r} "
+                               f"seed {record.get('seed')!r}, not {experiment!r} seed {seed}",
+                               REBUILD)
+    count = record.get("parameter_count")
+    if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+        raise CorruptFileError(path, role, "parameter_count: expected a positive integer",
+                               REBUILD)
+    if not _is_number(record.get("success")):
+        raise CorruptFileError(path, role, "success: expected a number", REBUILD)
+    return record
+
+
+def read_curve(path: Path, final_step: int, steps: Sequence[int]) -> pd.DataFrame:
+    """One run's evaluation curve (``data/runs/<exp>-<seed>/curve.csv``), checked: the columns
+    of a curve, no gap in any value, steps rising to ``final_step`` (where the run stops) and
+    each of ``steps`` (the steps the tables report) evaluated."""
+    role = "training curve"
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} is missing; run `dvc repro` to produce it")
+    if not path.read_bytes().endswith(b"\n"):  # every curve is written whole, newline last
+        raise CorruptFileError(path, role, "truncated: no newline at its end", REBUILD)
+    try:
+        curve = pd.read_csv(path)
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
+        raise CorruptFileError(path, role, f"not a CSV table: {' '.join(str(exc).split())}",
+                               REBUILD) from None
+    tasks = [c for c in curve.columns if str(c).startswith(TASK_PREFIX)]
+    missing = [c for c in ("step", "success", "return") if c not in curve.columns]
+    if missing or not tasks:
+        what = f"columns {missing}" if missing else f"{TASK_PREFIX}<task> columns"
+        raise CorruptFileError(path, role, f"no {what}", REBUILD)
+    if curve.empty or curve.isna().any().any():
+        raise CorruptFileError(path, role, "empty or with missing values (truncated?)", REBUILD)
+    numeric = curve[["step", "success", "return", *tasks]]
+    if not all(pd.api.types.is_numeric_dtype(numeric[c]) for c in numeric.columns):
+        raise CorruptFileError(path, role, "non-numeric values", REBUILD)
+    step = curve["step"]
+    if not (step == step.round()).all() or not step.is_monotonic_increasing \
+            or step.duplicated().any():
+        raise CorruptFileError(path, role, "steps are not whole numbers rising row by row",
+                               REBUILD)
+    success = curve[["success", *tasks]]
+    if ((success < 0) | (success > 1)).any().any():
+        raise CorruptFileError(path, role, "success values outside [0, 1]", REBUILD)
+    last = int(step.iloc[-1])
+    if last != final_step:
+        raise CorruptFileError(path, role, f"ends at step {last}, but params.yaml trains this "
+                               f"run to step {final_step}", REBUILD)
+    absent = sorted(set(steps) - set(step.astype(int)))
+    if absent:
+        raise CorruptFileError(path, role, f"no evaluation at step(s) {absent} that the tables "
+                               "report", REBUILD)
+    curve["step"] = step.astype(int)
+    return curve
+
+
+def read_summary(path: Path, experiment: str, seed: int, final_step: int) -> dict:
+    """A run's ``summary.json``, checked against the run it belongs to and its curve."""
+    role = "run summary"
+    summary = _read_json(path, role)
+    if not isinstance(summary, dict):
+        raise CorruptFileError(path, role, "expected a JSON object", REBUILD)
+    if (summary.get("experiment"), summary.get("seed")) != (experiment, seed):
+        raise CorruptFileError(path, role, f"it is the summary of {summary.get('experiment')!r} "
+                               f"seed {summary.get('seed')!r}, not {experiment!r} seed {seed}",
+                               REBUILD)
+    if summary.get("final_step") != final_step:
+        raise CorruptFileError(path, role, f"final_step is {summary.get('final_step')!r}, but "
+                               f"the run trains to step {final_step}", REBUILD)
+    return summary
+
+
 def collect(params: Params, runs_dir: Path, evals_dir: Path) -> RunRecords:
-    """Read the outputs of every (experiment, seed) the params list; a missing one is an error."""
+    """Read and check the outputs of every (experiment, seed) the params list; a missing one
+    is a FileNotFoundError, a truncated or inconsistent one a CorruptFileError naming it."""
     eval_rows, curve_rows = [], []
     for exp in params.runs.plain + params.runs.ptsl:
         for seed in params.seeds:
             name = run_id(exp, seed)
-            ev_path, curve_path = evals_dir / f"{name}.json", runs_dir / name / "curve.csv"
-            for p in (ev_path, curve_path):
-                if not p.is_file():
-                    raise FileNotFoundError(f"{p} is missing; run `dvc repro` to produce it")
-            eval_rows.append(json.loads(ev_path.read_text()))
-            curve = pd.read_csv(curve_path)
+            final_step = run_config(params, exp, seed).train.steps
+            steps = {params.table_step(t) for t in params.tables.values()
+                     if exp in t.rows and seed in params.table_seeds(t)}
+            eval_rows.append(read_eval(evals_dir / f"{name}.json", exp, seed))
+            curve = read_curve(runs_dir / name / "curve.csv", final_step, sorted(steps))
+            read_summary(runs_dir / name / "summary.json", exp, seed, final_step)
             curve.insert(0, "seed", seed)
             curve.insert(0, "experiment", exp)
             curve_rows.append(curve)
@@ -175,17 +290,29 @@ class Rollouts:
 
 
 def collect_videos(params: Params, videos_dir: Path) -> dict[str, Rollouts]:
-    """Runs (``<exp>-<seed>``) with recorded videos; a run's missing index is an error."""
+    """Runs (``<exp>-<seed>``) with recorded videos; a run's missing index is an error, and so
+    is an index that is not valid or names a file that is not there (CorruptFileError)."""
     out = {}
     for exp in params.runs.plain + params.runs.ptsl:
         for seed in params.seeds:
             name = run_id(exp, seed)
             index_path = videos_dir / name / "index.json"
-            if not index_path.is_file():
-                raise FileNotFoundError(f"{index_path} is missing; run `dvc repro` to produce it")
-            index = json.loads(index_path.read_text())
-            if index.get("videos"):
-                out[name] = Rollouts(folder=videos_dir / name, tasks=index["tasks"])
+            index = _read_json(index_path, "video index")
+            if not isinstance(index, dict) or not isinstance(index.get("videos"), bool):
+                raise CorruptFileError(index_path, "video index", "expected an object with "
+                                       "videos: true or false", REBUILD)
+            if index["videos"]:
+                tasks = index.get("tasks")
+                if not isinstance(tasks, dict) or not all(
+                        isinstance(info, dict) and "success" in info for info in tasks.values()):
+                    raise CorruptFileError(index_path, "video index", "tasks: expected task -> "
+                                           "{success, frames}", REBUILD)
+                for task in tasks:
+                    for ext in ("gif", "png"):
+                        if not (videos_dir / name / f"{task}.{ext}").is_file():
+                            raise CorruptFileError(index_path, "video index", f"it lists "
+                                                   f"{task}.{ext}, which is missing", REBUILD)
+                out[name] = Rollouts(folder=videos_dir / name, tasks=tasks)
     return out
 
 
@@ -220,9 +347,41 @@ def write_videos(params: Params, videos: Mapping[str, Rollouts], out_dir: Path) 
     return sheets
 
 
+#: What the aggregate stage writes under its output folder (its DVC outputs): a file and folders.
+REPORT_FILE = "results.md"
+REPORT_DIRS = ("tables", "figures", "plots", "metrics", "videos")
+_STAGING_PREFIX = ".aggregate-"
+
+
 def write_reports(params: Params, records: RunRecords, published: Published,
                   out_dir: Path, videos: Mapping[str, Rollouts] | None = None) -> dict[str, Path]:
-    """Write every report file under ``out_dir``; returns the main ones."""
+    """Write every report under ``out_dir``; returns the main ones.
+
+    The reports are built in a staging folder inside ``out_dir`` and then each output
+    (:data:`REPORT_FILE`, :data:`REPORT_DIRS`) is swapped into place whole (files of a table or run that is gone go
+    with the old folder). A failure while building leaves ``out_dir`` as it was.
+    """
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    for stale in out_dir.glob(f"{_STAGING_PREFIX}*"):  # left by a killed run
+        shutil.rmtree(stale, ignore_errors=True)
+    with tempfile.TemporaryDirectory(dir=out_dir, prefix=_STAGING_PREFIX) as tmp:
+        staging = Path(tmp) / "new"
+        written = _build_reports(params, records, published, staging, videos)
+        for name in REPORT_DIRS:  # an output with nothing in it is still made
+            (staging / name).mkdir(parents=True, exist_ok=True)
+        old = Path(tmp) / "old"
+        old.mkdir()
+        for name in (REPORT_FILE, *REPORT_DIRS):
+            target = out_dir / name
+            if target.exists() or target.is_symlink():
+                os.replace(target, old / name)
+            os.replace(staging / name, target)
+    return {key: out_dir / path.relative_to(staging) for key, path in written.items()}
+
+
+def _build_reports(params: Params, records: RunRecords, published: Published,
+                   out_dir: Path, videos: Mapping[str, Rollouts] | None) -> dict[str, Path]:
     rng = np.random.default_rng(0)  # bootstrap draws: fixed so reports are reproducible
     caption = budget_caption(params)
     sections = [f"Generated by the `aggregate` stage; {caption}.\n"]
@@ -261,7 +420,7 @@ def write_reports(params: Params, records: RunRecords, published: Published,
         if tname in sheets:
             written[f"{tname}_rollouts"] = sheets[tname]
     sections.append(f"\\* Published: {published.source}. {published.protocol}.\n")
-    written["results"] = out_dir / "results.md"
+    written["results"] = out_dir / REPORT_FILE
     write_text_atomic(written["results"], "\n".join(sections))
     # One small file per experiment: `dvc metrics show` prints a row per experiment with its
     # `short` and `long` headline, and `dvc exp diff` lists what an experiment changed. The

@@ -12,6 +12,7 @@ The encoder maps a batch of int64 task indices to a (B, 50) encoding.
 from __future__ import annotations
 
 import json
+import math
 import re
 from pathlib import Path
 from typing import Sequence
@@ -20,6 +21,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from ..io import CorruptFileError
 from .mlp import build_mlp, weight_init
 
 #: Width of the task encoding (mtrl ``task_encoder_cfg.model_cfg.output_dim`` and embedding_dim).
@@ -45,28 +47,35 @@ def load_task_embeddings(task_names: Sequence[str], path: str | Path | None = No
     """The (N, 768) float32 table of ``task_names``, in that order, from an mtrl embeddings file.
 
     Names are matched without their ``-vN`` suffix, so ``reach-v3`` finds ``reach-v1``.
-    Raises FileNotFoundError for a missing file and ValueError (naming the file and the task)
-    for a malformed file or a task it does not cover.
+    Raises FileNotFoundError for a missing file and :class:`ptsl.io.CorruptFileError` (naming the
+    file and the task) for a malformed file or a task it does not cover.
     """
     file = Path(path) if path is not None else DEFAULT_EMBEDDINGS
     if not file.is_file():
-        raise FileNotFoundError(f"task embeddings file not found: {file}")
+        raise FileNotFoundError(f"task embeddings file not found: {file}; restore it with "
+                                f"`git checkout -- {file}`")
+
+    def corrupt(detail: str) -> CorruptFileError:
+        return CorruptFileError(file, "task embeddings file", detail,
+                                f"restore it with `git checkout -- {file}`")
+
     try:
         raw = json.loads(file.read_text())
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"{file}: not valid JSON ({exc})") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise corrupt(f"not valid JSON: {exc}") from None
     if not isinstance(raw, dict) or not raw:
-        raise ValueError(f"{file}: expected a JSON object mapping task names to vectors")
+        raise corrupt("expected a JSON object mapping task names to vectors")
     by_base = {_base_name(k): v for k, v in raw.items()}
     rows: list[list[float]] = []
     for name in task_names:
         vec = by_base.get(_base_name(name))
         if vec is None:
-            raise ValueError(f"{file}: no embedding for task {name!r} "
-                             f"(looked up as {_base_name(name)}-vN)")
-        if not isinstance(vec, list) or len(vec) != PRETRAINED_DIM:
-            raise ValueError(f"{file}: embedding of task {name!r} is not a list of "
-                             f"{PRETRAINED_DIM} numbers")
+            raise corrupt(f"no embedding for task {name!r}, looked up as {_base_name(name)}-vN")
+        if (not isinstance(vec, list) or len(vec) != PRETRAINED_DIM
+                or not all(isinstance(v, (int, float)) and not isinstance(v, bool)
+                           and math.isfinite(v) for v in vec)):
+            raise corrupt(f"embedding of task {name!r} is not a list of {PRETRAINED_DIM} "
+                          "finite numbers")
         rows.append(vec)
     if not rows:
         raise ValueError("load_task_embeddings: no task names given")

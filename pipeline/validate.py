@@ -1,0 +1,27 @@
+"""Stage validate: before any stage removes an output, check the whole params file (every key,
+every budget preset, every (experiment, seed) stage and the networks it builds), the task
+embeddings the CARE experiments read and the PTSL_* settings of this machine; a problem is one
+line naming the key or file and what is allowed. Every other stage depends on the output,
+data/validated.json, whose content never changes, so a passing check leaves them up to date."""
+
+import argparse
+
+from ptsl.cli import run_stage
+from ptsl.paths import VALIDATED
+from ptsl.validate import validate_project, write_stamp
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--params", default="params.yaml", help="params file (default: %(default)s)")
+    ap.add_argument("--out", default=str(VALIDATED),
+                    help="the stamp written when everything is valid (default: %(default)s)")
+    args = ap.parse_args()
+    params = validate_project(params_file=args.params)
+    write_stamp(args.out)
+    runs = len(params.runs.plain + params.runs.ptsl) * len(params.seeds)
+    print(f"valid: params.yaml ({runs} training stage(s)), task embeddings, PTSL_* settings")
+
+
+if __name__ == "__main__":
+    run_stage(main)
