@@ -86,16 +86,22 @@ def _is_number(value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and np.isfinite(value)
 
 
+def _read_run_json(path: Path, role: str, noun: str, experiment: str, seed: int) -> dict:
+    """A JSON object that must belong to run (``experiment``, ``seed``)."""
+    data = _read_json(path, role)
+    if not isinstance(data, dict):
+        raise CorruptFileError(path, role, "expected a JSON object", REBUILD)
+    if (data.get("experiment"), data.get("seed")) != (experiment, seed):
+        raise CorruptFileError(path, role, f"it is the {noun} of {data.get('experiment')!r} "
+                               f"seed {data.get('seed')!r}, not {experiment!r} seed {seed}",
+                               REBUILD)
+    return data
+
+
 def read_eval(path: Path, experiment: str, seed: int) -> dict:
     """One evaluation record (``data/eval/<exp>-<seed>.json``), checked."""
     role = "evaluation record"
-    record = _read_json(path, role)
-    if not isinstance(record, dict):
-        raise CorruptFileError(path, role, "expected a JSON object", REBUILD)
-    if (record.get("experiment"), record.get("seed")) != (experiment, seed):
-        raise CorruptFileError(path, role, f"it is the record of {record.get('experiment')!r} "
-                               f"seed {record.get('seed')!r}, not {experiment!r} seed {seed}",
-                               REBUILD)
+    record = _read_run_json(path, role, "record", experiment, seed)
     count = record.get("parameter_count")
     if isinstance(count, bool) or not isinstance(count, int) or count < 1:
         raise CorruptFileError(path, role, "parameter_count: expected a positive integer",
@@ -152,13 +158,7 @@ def read_curve(path: Path, final_step: int, steps: Sequence[int]) -> pd.DataFram
 def read_summary(path: Path, experiment: str, seed: int, final_step: int) -> dict:
     """A run's ``summary.json``, checked against the run it belongs to and its curve."""
     role = "run summary"
-    summary = _read_json(path, role)
-    if not isinstance(summary, dict):
-        raise CorruptFileError(path, role, "expected a JSON object", REBUILD)
-    if (summary.get("experiment"), summary.get("seed")) != (experiment, seed):
-        raise CorruptFileError(path, role, f"it is the summary of {summary.get('experiment')!r} "
-                               f"seed {summary.get('seed')!r}, not {experiment!r} seed {seed}",
-                               REBUILD)
+    summary = _read_run_json(path, role, "summary", experiment, seed)
     if summary.get("final_step") != final_step:
         raise CorruptFileError(path, role, f"final_step is {summary.get('final_step')!r}, but "
                                f"the run trains to step {final_step}", REBUILD)
