@@ -94,6 +94,32 @@ def test_async_matches_sync(reach):
         asyn.close()
 
 
+def test_sync_step_in_this_thread_equals_step_through_the_worker(reach):
+    """``step`` runs sync sub-environments in the caller's thread, ``step_async``/``step_wait``
+    in the worker thread (to overlap the update): the same transitions, bit for bit."""
+    cfg = EnvConfig(episode_length=4)
+    direct = MultiTaskVecEnv(reach, cfg, seed=3, vector="sync")
+    worker = MultiTaskVecEnv(reach, cfg, seed=3, vector="sync")
+    try:
+        np.testing.assert_array_equal(direct.reset(), worker.reset())
+        for a in np.random.default_rng(1).uniform(-1, 1, size=(9, 1, 4)).astype(np.float32):
+            rd = direct.step(a)
+            worker.step_async(a)
+            rw = worker.step_wait()
+            for field in ("obs", "reward", "terminated", "success", "raw_reward"):
+                np.testing.assert_array_equal(getattr(rd, field), getattr(rw, field))
+            assert rd.truncated == rw.truncated
+            if rd.truncated:
+                np.testing.assert_array_equal(direct.reset(), worker.reset())
+        worker.step_async(a)
+        with pytest.raises(RuntimeError, match="pending"):
+            worker.step(a)
+        worker.step_wait()
+    finally:
+        direct.close()
+        worker.close()
+
+
 def test_mt10_one_subenv_per_task(task_cache):
     tasks = load_tasks("mt10", 1, task_cache)
     assert tasks.num_tasks == 10 and tasks.names[0] == "reach-v3"

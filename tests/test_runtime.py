@@ -55,3 +55,28 @@ def test_stage_reports_a_bad_device_in_one_line(tmp_path):
     assert proc.stderr.strip() == ("error: PTSL_DEVICE: unknown device 'gpu0'; allowed: auto, "
                                    "cpu, cuda")
     assert not (tmp_path / "runs").exists()
+
+
+def test_keeping_freed_memory_applies_on_glibc_and_changes_no_number():
+    """The allocator setting applies where glibc is the C library, and an update computed after
+    it equals one computed before (it changes where memory comes from, nothing else)."""
+    import platform
+
+    import torch
+
+    from ptsl.runtime import keep_freed_memory
+
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(39, 400), torch.nn.ReLU(inplace=True),
+                              torch.nn.Linear(400, 1))
+    x = torch.randn(1280, 39)
+    before = torch.autograd.grad(net(x).square().mean(), list(net.parameters()))
+    code = ("import sys; sys.path.insert(0, 'src'); from ptsl.runtime import keep_freed_memory; "
+            "print(keep_freed_memory())")
+    applied = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                             text=True, check=True).stdout.strip()
+    assert applied == str(platform.libc_ver()[0] == "glibc")
+    keep_freed_memory()
+    after = torch.autograd.grad(net(x).square().mean(), list(net.parameters()))
+    for b, a in zip(before, after):
+        assert torch.equal(b, a)

@@ -268,7 +268,15 @@ class MultiTaskVecEnv:
         return obs
 
     def step(self, actions: np.ndarray) -> StepResult:
-        """Step every task with one action each (row ``i`` for task ``i``)."""
+        """Step every task with one action each (row ``i`` for task ``i``).
+
+        ``sync`` sub-environments step in the calling thread: with nothing to overlap, handing
+        the step to the worker thread and back only costs (about a tenth of the step rate).
+        """
+        if isinstance(self._vec, SerialEnvs):
+            if self._pending is not None:
+                raise RuntimeError("step called while a step_async is pending")
+            return self._result(*self._vec.step(np.array(actions)))
         self.step_async(actions)
         return self.step_wait()
 
@@ -295,10 +303,11 @@ class MultiTaskVecEnv:
         pending, self._pending = self._pending, None
         if pending is None:
             raise RuntimeError("step_wait called without step_async")
-        if pending is True:
-            obs, reward, terminated, truncated, info = self._vec.step_wait()
-        else:
-            obs, reward, terminated, truncated, info = pending.result()
+        return self._result(*(self._vec.step_wait() if pending is True else pending.result()))
+
+    @staticmethod
+    def _result(obs: np.ndarray, reward: np.ndarray, terminated: np.ndarray,
+                truncated: np.ndarray, info: dict) -> StepResult:
         return StepResult(obs=obs, reward=reward.astype(np.float32), terminated=terminated,
                           truncated=bool(truncated.all()),
                           success=np.asarray(info["success"], dtype=np.float32),

@@ -65,7 +65,34 @@ class Runtime:
                               "(CPU-only torch build or no GPU); allowed here: auto, cpu")
         return torch.device(self.device)
 
-    def apply_threads(self) -> None:
-        """Set torch's intra-op thread count when one is asked for."""
+    def apply(self) -> None:
+        """Set this process up to compute: torch's intra-op thread count when one is asked for,
+        and the C allocator's reuse of freed memory (:func:`keep_freed_memory`)."""
         if self.threads:
             torch.set_num_threads(self.threads)
+        keep_freed_memory()
+
+
+#: glibc ``mallopt`` parameters (malloc.h).
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
+
+
+def keep_freed_memory() -> bool:
+    """Let glibc's malloc reuse freed activation buffers instead of returning them to the kernel.
+
+    A paper-size update allocates and frees about a hundred 2 MB activations. By default glibc
+    serves blocks that large with fresh ``mmap`` pages, which the kernel zero-fills on first
+    touch, and trims the heap top back after frees: about 3% of the update's time on one core.
+    Raising the mmap threshold to its maximum (32 MiB) and the trim threshold to 1 GiB keeps
+    those blocks in the heap for the next update. Only where memory comes from; every number
+    computed is the same. Returns whether it applied (glibc only).
+    """
+    import ctypes
+    import ctypes.util
+    import platform
+
+    if platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
+        return False
+    libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+    return bool(libc.mallopt(_M_MMAP_THRESHOLD, 32 * 1024 * 1024)) and \
+        bool(libc.mallopt(_M_TRIM_THRESHOLD, 1024 * 1024 * 1024))

@@ -170,7 +170,7 @@ def train(cfg: RunConfig, *, scratch_dir: Path | None = None, task_cache: Path |
     t0 = time.perf_counter()
     tc, sac = cfg.train, cfg.sac
     runtime = runtime or Runtime.from_env()
-    runtime.apply_threads()
+    runtime.apply()
     device = runtime.torch_device()
     tasks = load_tasks(cfg.experiment.benchmark, cfg.seed, task_cache)
     env = MultiTaskVecEnv(tasks, cfg.env, cfg.seed)
@@ -220,7 +220,9 @@ def train(cfg: RunConfig, *, scratch_dir: Path | None = None, task_cache: Path |
                 faults.point("warmup")
             else:
                 action = agent.act(obs, env.task_ids, deterministic=False)
-            if runtime.fast:
+            # Only an update is worth overlapping; otherwise the step runs in this thread.
+            overlap = runtime.fast and step >= sac.init_steps
+            if overlap:
                 env.step_async(action)
             if step >= sac.init_steps:
                 n_updates = sac.init_steps if step == sac.init_steps else 1
@@ -228,9 +230,8 @@ def train(cfg: RunConfig, *, scratch_dir: Path | None = None, task_cache: Path |
                     losses.append((step, agent.update(buffer.sample(sac.batch_size, rng, device),
                                                       step)))
                     faults.point("update")
-            if not runtime.fast:  # plain path: step after the update, nothing overlapped
-                env.step_async(action)
-            res = env.step_wait()
+            # plain path: step after the update, nothing overlapped
+            res = env.step_wait() if overlap else env.step(action)
             if faults.nan_reward(step):
                 res.reward[:] = np.nan
             buffer.add(obs, action, res.reward, res.obs, 1.0 - res.terminated, env.task_ids)

@@ -147,9 +147,8 @@ def main() -> None:
     runtime = Runtime.from_env()
     device = runtime.torch_device()
     threads = args.threads or runtime.threads or (1 if device.type == "cpu" else 0)
-    if threads:
-        torch.set_num_threads(threads)
     runtime = Runtime(device=device.type, threads=threads, fast=True)
+    runtime.apply()  # the same process set-up as a training stage
     cuda = device.type == "cuda"
     rounds = 1 if args.quick else (args.rounds or (5 if cuda else 12))
     updates = args.updates or (1 if args.quick else (50 if cuda else 1))

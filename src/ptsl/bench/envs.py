@@ -13,9 +13,12 @@ from ..config import EnvConfig
 from ..envs import MultiTaskVecEnv, TaskSet, load_tasks
 from .timing import Work, interleave
 
+RAW = "raw Meta-World env, one core"
 
-def _raw_work(tasks: TaskSet, env_cfg: EnvConfig, steps: int, seed: int) -> tuple[Work, Callable]:
-    """Meta-World's own environment classes, no wrapper, one task after another in this process."""
+
+def _raw_work(tasks: TaskSet, env_cfg: EnvConfig, seed: int) -> tuple[Work, Callable]:
+    """Meta-World's own environment classes, no wrapper, one task after another in this process:
+    one whole episode of each task per call, its reset included."""
     from metaworld.env_dict import ALL_V3_ENVIRONMENTS
 
     envs = []
@@ -24,43 +27,39 @@ def _raw_work(tasks: TaskSet, env_cfg: EnvConfig, steps: int, seed: int) -> tupl
         env.max_path_length = env_cfg.episode_length
         env.set_task(goals[0])
         env.reset()
-        envs.append([env, 0])
+        envs.append(env)
     rng = np.random.default_rng(seed)
-    per_env = max(1, steps // len(envs))
+    length = env_cfg.episode_length
 
     def work() -> float:
-        for slot in envs:
-            env = slot[0]
-            for a in rng.uniform(-1, 1, size=(per_env, 4)).astype(np.float32):
+        for env in envs:
+            for a in rng.uniform(-1, 1, size=(length, 4)).astype(np.float32):
                 env.step(a)
-                slot[1] += 1
-                if slot[1] >= env_cfg.episode_length:
-                    env.reset()
-                    slot[1] = 0
-        return per_env * len(envs)
+            env.reset()
+        return length * len(envs)
 
-    return work, lambda: [e.close() for e, _ in envs]
+    return work, lambda: [e.close() for e in envs]
 
 
-def _vector_work(env: MultiTaskVecEnv, vector_steps: int, seed: int,
+def _vector_work(env: MultiTaskVecEnv, seed: int,
                  policy: Callable[[np.ndarray], np.ndarray] | None = None,
                  buffer: ReplayBuffer | None = None) -> Work:
-    """``vector_steps`` steps of every task; with ``policy`` and ``buffer``, the collection half
-    of the training loop (act, step, store)."""
+    """One whole episode of every task per call, the reset that ends it included; with
+    ``policy`` and ``buffer``, the collection half of the training loop (act, step, store)."""
     rng = np.random.default_rng(seed)
-    state = {"obs": env.reset(), "t": 0}
+    state = {"obs": env.reset()}
 
     def work() -> float:
-        for _ in range(vector_steps):
+        truncated = False
+        while not truncated:
             obs = state["obs"]
             action = policy(obs) if policy else env.sample_actions(rng)
             res = env.step(action)
             if buffer is not None:
                 buffer.add(obs, action, res.reward, res.obs, 1.0 - res.terminated, env.task_ids)
-            state["obs"] = res.obs
-            if res.truncated:
-                state["obs"] = env.reset()
-        return vector_steps * env.num_tasks
+            state["obs"], truncated = res.obs, res.truncated
+        state["obs"] = env.reset()
+        return env.episode_length * env.num_tasks
 
     return work
 
@@ -74,27 +73,30 @@ def measure_envs(env_cfg: EnvConfig, task_cache: Path | None, *, rounds: int, qu
     """
     mt10 = load_tasks("mt10", 1, task_cache)
     benches = {"mt10": mt10} if quick else {"mt10": mt10, "mt50": load_tasks("mt50", 1, task_cache)}
-    raw, close_raw = _raw_work(mt10, env_cfg, 600, seed=0)
-    contenders: dict[str, Work] = {"raw Meta-World env, one core": raw}
+    # Every contender does whole episodes, so each round holds the same share of resets (a
+    # Meta-World reset runs dozens of physics steps): a window that cut episodes would charge
+    # some contenders more resets than others.
+    raw, close_raw = _raw_work(mt10, env_cfg, seed=0)
+    contenders: dict[str, Work] = {RAW: raw}
     opened: list[MultiTaskVecEnv] = []
     for bench, tasks in benches.items():
-        vector_steps = max(10, 1000 // tasks.num_tasks)
         for mode in ("sync", "async"):
             env = MultiTaskVecEnv(tasks, env_cfg, 1, vector=mode)
             opened.append(env)
-            contenders[f"{bench.upper()} vector env, {mode}"] = _vector_work(env, vector_steps, 1)
+            contenders[f"{bench.upper()} vector env, {mode}"] = _vector_work(env, 1)
     collect_env = MultiTaskVecEnv(mt10, env_cfg, 1, vector="sync")
     opened.append(collect_env)
     buffer = ReplayBuffer(200_000, collect_env.obs_dim, collect_env.action_dim)
     contenders["MT10 collection, sync, policy in the loop"] = _vector_work(
-        collect_env, 100, 2, policy=policy_factory(mt10.num_tasks), buffer=buffer)
+        collect_env, 2, policy=policy_factory(mt10.num_tasks), buffer=buffer)
     try:
         rates = interleave(contenders, rounds, progress=progress)
     finally:
         close_raw()
         for env in opened:
             env.close()
-    raw_rate = rates.median("raw Meta-World env, one core")
+    # Fractions are paired within each round (median of the rounds' ratios), as every ratio
+    # of the benchmark.
     return {name: {"env_steps_per_s": rates.median(name),
-                   "fraction_of_raw": rates.median(name) / raw_rate}
+                   "fraction_of_raw": rates.ratio(name, RAW)}
             for name in contenders}

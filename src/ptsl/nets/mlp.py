@@ -14,9 +14,9 @@ def build_mlp(in_dim: int, hidden_dim: int, out_dim: int, num_layers: int) -> nn
     """
     if num_layers == 0:
         return nn.Sequential(nn.Linear(in_dim, out_dim))
-    layers: list[nn.Module] = [nn.Linear(in_dim, hidden_dim), nn.ReLU()]
+    layers: list[nn.Module] = [nn.Linear(in_dim, hidden_dim), nn.ReLU(inplace=True)]
     for _ in range(num_layers - 1):
-        layers += [nn.Linear(hidden_dim, hidden_dim), nn.ReLU()]
+        layers += [nn.Linear(hidden_dim, hidden_dim), nn.ReLU(inplace=True)]
     layers.append(nn.Linear(hidden_dim, out_dim))
     return nn.Sequential(*layers)
 
