@@ -63,6 +63,15 @@ def test_stage_script_fails_with_one_line_and_writes_nothing(raw_params, tmp_pat
     assert list(tmp_path.iterdir()) == [params]
 
 
+def _rejection(raw_params, mutate) -> str:
+    """The ConfigError message for ``raw_params`` changed by ``mutate`` (a copy)."""
+    bad = copy.deepcopy(raw_params)
+    mutate(bad)
+    with pytest.raises(ConfigError) as err:
+        parse_params(bad)
+    return str(err.value)
+
+
 @pytest.mark.parametrize("mutate, key", [
     (lambda p: p.update(long_seeds=[99]), "long_seeds: must be a subset of seeds"),
     (lambda p: p["train"].update(long_steps=10), "train.long_steps: must be >= train.steps"),
@@ -81,11 +90,8 @@ def test_stage_script_fails_with_one_line_and_writes_nothing(raw_params, tmp_pat
      "runs.plain: experiment 'mt10_sac_ptsl' belongs in runs.ptsl"),
 ])
 def test_grid_and_budget_errors(raw_params, mutate, key):
-    bad = copy.deepcopy(raw_params)
-    mutate(bad)
-    with pytest.raises(ConfigError) as err:
-        parse_params(bad)
-    assert str(err.value).startswith(key), str(err.value)
+    message = _rejection(raw_params, mutate)
+    assert message.startswith(key), message
 
 
 def test_long_seeds_train_to_long_steps_and_tables_resolve(raw_params):
@@ -120,12 +126,9 @@ def test_long_seeds_train_to_long_steps_and_tables_resolve(raw_params):
      "budgets.paper: pal_dim: must be <= 321"),
 ])
 def test_sizes_names_and_lists_a_demanding_user_expects(raw_params, mutate, message):
-    bad = copy.deepcopy(raw_params)
-    mutate(bad)
-    with pytest.raises(ConfigError) as err:
-        parse_params(bad)
-    assert str(err.value).startswith(message), str(err.value)
-    assert "\n" not in str(err.value)
+    got = _rejection(raw_params, mutate)
+    assert got.startswith(message), got
+    assert "\n" not in got
 
 
 def test_yaml_errors_are_one_line_with_the_place(tmp_path):
