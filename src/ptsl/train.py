@@ -215,22 +215,23 @@ def train(cfg: RunConfig, *, scratch_dir: Path | None = None, task_cache: Path |
                     on_eval(row)
             # The action is chosen before the update (reference order), so on the fast path the
             # environments step while the update runs: step_async, update, step_wait.
-            if step < sac.init_steps:
+            updating = step >= sac.init_steps
+            if updating:
+                action = agent.act(obs, env.task_ids, deterministic=False)
+            else:
                 action = env.sample_actions(rng)
                 faults.point("warmup")
-            else:
-                action = agent.act(obs, env.task_ids, deterministic=False)
-            # Only an update is worth overlapping; otherwise the step runs in this thread.
-            overlap = runtime.fast and step >= sac.init_steps
+            # Only an update is worth overlapping; the plain path and the warm-up step in this
+            # thread, the plain path after its update.
+            overlap = runtime.fast and updating
             if overlap:
                 env.step_async(action)
-            if step >= sac.init_steps:
+            if updating:
                 n_updates = sac.init_steps if step == sac.init_steps else 1
                 for _ in range(n_updates):
                     losses.append((step, agent.update(buffer.sample(sac.batch_size, rng, device),
                                                       step)))
                     faults.point("update")
-            # plain path: step after the update, nothing overlapped
             res = env.step_wait() if overlap else env.step(action)
             if faults.nan_reward(step):
                 res.reward[:] = np.nan

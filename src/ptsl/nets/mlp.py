@@ -14,6 +14,7 @@ def build_mlp(in_dim: int, hidden_dim: int, out_dim: int, num_layers: int) -> nn
     """
     if num_layers == 0:
         return nn.Sequential(nn.Linear(in_dim, out_dim))
+    # ReLUs in place: only the ReLU reads its Linear's output, so no activation is allocated twice.
     layers: list[nn.Module] = [nn.Linear(in_dim, hidden_dim), nn.ReLU(inplace=True)]
     for _ in range(num_layers - 1):
         layers += [nn.Linear(hidden_dim, hidden_dim), nn.ReLU(inplace=True)]
