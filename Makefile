@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 # Stage commands call `python`/`dvc`; make sure they resolve to the project environment.
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: install repro grid test test-slow ui learning-check bench clean-scratch
+.PHONY: install repro grid test test-slow ui exps learning-check bench clean-scratch
 
 install: $(STAMP)
 
@@ -53,6 +53,11 @@ bench: install
 ui: install
 	python -m ptsl.tracking
 	mlflow ui --backend-store-uri "$${MLFLOW_TRACKING_URI:-sqlite:///$(CURDIR)/mlflow.db}"
+
+# DVC experiments side by side: a column per experiment, a line per changed param and per table
+# row (python -m ptsl.exps; EXPS_ARGS="--only-changed" keeps the rows an experiment moved).
+exps: install
+	python -m ptsl.exps $(EXPS_ARGS)
 
 clean-scratch:
 	rm -rf .scratch

@@ -87,9 +87,11 @@ def env_for(project: Path) -> dict[str, str]:
     return env
 
 
-def dvc(project: Path, *args: str, timeout: int = 900) -> subprocess.CompletedProcess:
+def dvc(project: Path, *args: str, timeout: int = 900,
+        env_extra: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     proc = subprocess.run([str(Path(sys.executable).parent / "dvc"), *args], cwd=project,
-                          env=env_for(project), capture_output=True, text=True, timeout=timeout)
+                          env={**env_for(project), **(env_extra or {})}, capture_output=True,
+                          text=True, timeout=timeout)
     if proc.returncode != 0:
         raise AssertionError(f"dvc {' '.join(args)} failed ({proc.returncode}):\n"
                              f"{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")

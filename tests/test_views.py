@@ -193,3 +193,48 @@ def test_report_copies_gifs_and_draws_a_contact_sheet_per_table(tmp_path, raw_pa
             "mt10_softmod-1/push-v3.gif", "mt10_softmod-1/reach-v3.gif"]
     assert write_videos(params, {}, out) == {}
     assert sorted(p.name for p in (out / "videos").iterdir()) == ["README.md"]
+
+
+def _shown(pal_dims: dict[str, int], success: dict[str, float], failed: str = "") -> list:
+    """`dvc exp show --json` as DVC 3 prints it: the workspace, a commit, experiments under it."""
+    def data(name):
+        if name == failed:
+            return None
+        return {"params": {"params.yaml": {"data": {
+                    "pal_dim": pal_dims[name], "budgets": {"paper": {"seeds": [1, 2]}},
+                    "experiments": {"r_ptsl": {"label": "CARE+PTSL"}, "r_sac": {}},
+                    "tables": {"t": {"title": "Tiny", "rows": ["r_sac", "r_ptsl"], "at": "short"}}}}},
+                "metrics": {"reports/metrics/r_sac.json": {"data": {"short": 0.5}},
+                            "reports/metrics/r_ptsl.json": {"data": {"short": success[name]}}}}
+    exps = [{"name": n, "executor": None if n != failed else {"state": "failed"},
+             "revs": [{"rev": "f" * 40, "name": n, "data": data(n),
+                       "error": {"msg": "x"} if n == failed else None}]}
+            for n in pal_dims if n not in ("workspace", "main")]
+    return [{"rev": "workspace", "name": None, "data": data("workspace"), "error": None,
+             "experiments": None},
+            {"rev": "a" * 40, "name": "main", "data": data("main"), "error": None,
+             "experiments": exps}]
+
+
+def test_experiments_view_puts_a_table_row_on_each_line_and_an_experiment_in_each_column():
+    from ptsl.exps import columns_from_json, render
+
+    shown = _shown({"workspace": 50, "main": 50, "pal32": 32, "pal8": 8},
+                   {"workspace": 0.25, "main": 0.25, "pal32": 0.375, "pal8": 0.25},
+                   failed="pal8")
+    cols = columns_from_json(shown)
+    assert [c.name for c in cols] == ["workspace", "main", "pal32", "pal8"]
+    assert [c.state for c in cols] == ["", "", "", "failed"]
+    view = render(cols, width=120)
+    lines = view.splitlines()
+    assert lines[0].split() == ["workspace", "main", "pal32", "pal8", "(failed)"]
+    assert lines[1] == "changed params"
+    assert lines[2].split() == ["pal_dim", "50", "50", "32", "-"]
+    assert "budgets" not in view  # presets are bookkeeping, not knobs an experiment turned
+    assert lines[3] == "Tiny [t]"
+    assert lines[4].split() == ["r_sac", "0.500", "0.500", "0.500", "-"]
+    assert lines[5].split() == ["CARE+PTSL", "0.250", "0.250", "0.375", "-"]
+    changed = render(cols[:3], only_changed=True).splitlines()
+    assert [ln.split()[0] for ln in changed[1:5]] == ["changed", "pal_dim", "Tiny", "CARE+PTSL"]
+    same = render(cols[:2], only_changed=True)
+    assert "no param differs" in same and "no table row's number differs" in same
