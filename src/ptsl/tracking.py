@@ -202,7 +202,9 @@ VIEW_COLUMNS = {
 }
 NOTES = {
     "check_env": "Stage check_env: library versions, torch device, per-benchmark checks.",
-    "train": "One run per DVC training stage <experiment>-<seed>; [name] = DVC experiment.",
+    # Markdown: angle brackets would be read as an HTML tag and vanish from the page.
+    "train": "One run per DVC training stage, named `experiment-seed` (`mt10_mtsac-1`); a "
+             "`[name]` after it is the DVC experiment that ran it.",
     "evaluate": "One run per DVC evaluation stage: per-task success (and rollout GIFs).",
     "aggregate": "The paper's tables, figures, metrics and plot data.",
 }
