@@ -23,6 +23,7 @@ from typing import Any, Mapping, Sequence
 from .cli import run_stage
 from .config import ConfigError
 from .paths import REPORTS
+from .tracking import flatten
 
 PARAMS_FILE = "params.yaml"
 METRICS_DIR = (REPORTS / "metrics").as_posix()
@@ -38,16 +39,6 @@ class Column:
     params: Mapping[str, Any]
     metrics: Mapping[str, Mapping[str, Any]]
     state: str = ""          # "", or why it holds no numbers (queued, running, failed)
-
-
-def flatten(data: Any, prefix: str = "") -> dict[str, Any]:
-    """``{"sac": {"tau": 0.005}}`` -> ``{"sac.tau": 0.005}``; lists stay values."""
-    if not isinstance(data, Mapping):
-        return {prefix: data}
-    out: dict[str, Any] = {}
-    for key, value in data.items():
-        out.update(flatten(value, f"{prefix}.{key}" if prefix else str(key)))
-    return out
 
 
 def _column(name: str, data: Mapping[str, Any] | None, error: Any, status: str = "") -> Column:
