@@ -1,8 +1,8 @@
 """DVC experiments side by side, a line per table row: ``python -m ptsl.exps`` (``make exps``).
 
 ``dvc exp show`` gives every experiment a row and every metric a column; with a headline per
-table row and a file per row, DVC names each column ``reports/metrics/<row>.json:short``, so an
-ablation that moves eight rows needs some 400 columns. This view turns the table round: a
+table row and a file per row, DVC names each column ``reports/metrics/<row>.json:short``, so the
+24 headlines of the paper's tables alone take about 1,000 columns. This view turns the table round: a
 column per experiment (the workspace, the commit and the experiments run from it), a line per
 param that differs between them, then a line per table row with its headline number (the
 primary metric's mean over seeds at the table's step, ``reports/metrics/<row>.json``). It reads
@@ -45,7 +45,7 @@ def _column(name: str, data: Mapping[str, Any] | None, error: Any, status: str =
     data = data or {}
     params = (data.get("params") or {}).get(PARAMS_FILE, {}).get("data") or {}
     metrics = {path: m.get("data") or {} for path, m in (data.get("metrics") or {}).items()}
-    state = status.lower() if status and status.lower() not in ("success", "") else ""
+    state = "" if status.lower() in ("", "success") else status.lower()
     if error and not state:
         state = "failed"
     if not data and not state:
@@ -75,9 +75,9 @@ def columns_from_json(shown: Sequence[Mapping[str, Any]]) -> list[Column]:
     return cols
 
 
-def read_columns(project: Path, dvc: str | None = None) -> list[Column]:
+def read_columns(project: Path) -> list[Column]:
     """Run ``dvc exp show --json`` in ``project`` and return its columns."""
-    exe = dvc or shutil.which("dvc") or str(Path(sys.executable).parent / "dvc")
+    exe = shutil.which("dvc") or str(Path(sys.executable).parent / "dvc")
     proc = subprocess.run([exe, "exp", "show", "--json"], cwd=project, capture_output=True,
                           text=True)
     if proc.returncode != 0:
