@@ -7,6 +7,7 @@ others finish, and a rerun runs only it, resumed from its scratch checkpoint.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -20,7 +21,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ptsl.grid import default_gpus_per_run, trained_here
+from ptsl.grid import default_gpus_per_run, trained_here, why_trained
 from ptsl.workspace import uncommitted_inputs
 
 from .pipeline_project import dvc, env_for, make_project
@@ -116,6 +117,83 @@ def test_rerun_runs_nothing(gridded):
     assert proc.returncode == 0, proc.stderr
     assert "on Ray" not in proc.stdout
     assert re.findall(r"Running stage '([^']+)'", proc.stdout) == ["validate"], proc.stdout
+
+
+def _lock_from_elsewhere(root: Path, stages: list[str]) -> None:
+    """Commit ``root``'s dvc.lock as a machine whose runs differ from this one's would have
+    written it (a GPU, another CPU): ``stages``' outputs under hashes no cache here holds."""
+    lock = root / "dvc.lock"
+    text = lock.read_text()
+    for stage in stages:
+        for out in yaml.safe_load(text)["stages"][stage]["outs"]:
+            real = out["md5"]
+            text = text.replace(real, hashlib.md5(real.encode()).hexdigest() + ".dir")
+    lock.write_text(text)
+    _commit(root, "dvc.lock from elsewhere")
+
+
+def _commit(root: Path, message: str) -> None:
+    """Commit everything (dvc.lock and the reports, as the project does)."""
+    for cmd in (["add", "-A"], ["commit", "-qm", message]):
+        subprocess.run(["git", *cmd], cwd=root, check=True, capture_output=True)
+
+
+def _outs(lock: Path) -> dict[str, list[str]]:
+    stages = yaml.safe_load(lock.read_text())["stages"]
+    return {name: [o["md5"] for o in entry["outs"]] for name, entry in stages.items()
+            if name.startswith("train@")}
+
+
+def test_a_dvc_lock_from_elsewhere_gives_way_to_what_the_workers_trained(gridded, tmp_path):
+    """A fresh clone whose committed dvc.lock names, for two stages, outputs no cache holds:
+    the workers train those two once, the other two (outputs in the shared cache) are trained
+    by nobody, the fan-in trains none, and the new dvc.lock records the workers' outputs."""
+    root, _ = gridded
+    _commit(root, "grid results")
+    first = _outs(root / "dvc.lock")
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "-q", str(root), str(clone)], check=True, capture_output=True)
+    elsewhere = ["train@tiny_care-2", "train@tiny_mtsac-1"]
+    _lock_from_elsewhere(clone, elsewhere)
+    dvc(clone, "cache", "dir", "--local", str(root / ".dvc" / "cache"))  # every real output
+    dry = grid(clone, "--dry").stdout.splitlines()
+    assert dry[0] == "2 stale training stage(s)" and sorted(dry[1:3]) == [
+        f"  {s}" for s in elsewhere]
+    assert dry[3].startswith("2 training stage(s) restored from the cache by the final dvc "
+                             "repro: ")
+
+    proc = grid(clone, "--workers", "2")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "grid: 2 training stage(s) on Ray" in proc.stdout
+    logs = clone / ".scratch" / "grid" / "logs"
+    assert sorted(p.stem for p in logs.iterdir()) == elsewhere
+    for stage in elsewhere:  # trained once each, by a worker
+        assert f"Running stage '{stage}'" in (logs / f"{stage}.log").read_text()
+    fan_in = proc.stdout[proc.stdout.index("$ dvc repro"):]
+    assert trained_here(fan_in) == []
+    for stage in STAGES:
+        assert f"Stage '{stage}' is cached - skipping run" in fan_in
+    assert _outs(clone / "dvc.lock") == first  # what the workers trained, as the first grid
+    again = grid(clone, "--workers", "2")
+    assert re.findall(r"Running stage '([^']+)'", again.stdout) == ["validate"], again.stdout
+
+
+def test_the_grid_names_why_a_stage_was_trained_again_here():
+    worker = {"cmd": "python pipeline/train.py --exp a --seed 1",
+              "deps": [{"path": "src/ptsl", "md5": "aaa.dir"}, {"path": "dvc.yaml", "md5": "b"}],
+              "params": {"params.yaml": {"sac": {"batch_size": 32}}}}
+    here = {**worker, "deps": [{"path": "src/ptsl", "md5": "ccc.dir"}, worker["deps"][1]]}
+    assert why_trained("train@a-1", worker, here, pull=False) == (
+        "train@a-1: dependency src/ptsl differs between the worker and here "
+        "(md5 aaa.dir there, ccc.dir here)")
+    params = {**worker, "params": {"params.yaml": {"sac": {"batch_size": 64}}}}
+    assert why_trained("train@a-1", worker, params, pull=False) == (
+        "train@a-1: its params differ between the worker and here")
+    assert why_trained("train@a-1", worker, worker, pull=True).endswith(
+        "the worker's did not reach the DVC remote (see `dvc push --run-cache` in the worker's "
+        "log)")
+    assert why_trained("train@a-1", None, worker, pull=False) == (
+        "train@a-1: the worker left no dvc.lock entry to compare with")
 
 
 def test_what_only_the_machine_decides_leaves_training_up_to_date(gridded):
@@ -266,15 +344,35 @@ def test_cluster_mode_fans_in_through_a_dvc_remote(tmp_path):
     remote = tmp_path / "remote"
     dvc(root, "remote", "add", "-d", "store", str(remote))
     subprocess.run(["git", "commit", "-qam", "remote"], cwd=root, check=True, capture_output=True)
+    stages = ("train@tiny_mtsac-1", "train@tiny_mtsac-2")
     ray.init(num_cpus=2, include_dashboard=False, object_store_memory=100 * 2**20)
     try:
         proc = grid(root, "--address", ray.get_runtime_context().gcs_address)
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+        assert "$ dvc repro --pull" in proc.stdout
+        for stage in stages:
+            assert f"Stage '{stage}' is cached - skipping run" in proc.stdout
+            log = (root / ".scratch" / "grid" / "logs" / f"{stage}.log").read_text()
+            assert "repro --pull --single-item" in log and f"push --run-cache {stage}" in log
+        assert (remote / "runs").is_dir()
+
+        # A fresh clone (no cache) whose committed dvc.lock names, for one stage, outputs the
+        # remote does not hold: that stage is trained once, by its worker; the other is pulled.
+        _commit(root, "grid results")
+        first = _outs(root / "dvc.lock")
+        clone = tmp_path / "clone"
+        subprocess.run(["git", "clone", "-q", str(root), str(clone)], check=True,
+                       capture_output=True)
+        _lock_from_elsewhere(clone, ["train@tiny_mtsac-2"])
+        proc = grid(clone, "--address", ray.get_runtime_context().gcs_address)
     finally:
         ray.shutdown()
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    assert "$ dvc repro --pull" in proc.stdout
-    for stage in ("train@tiny_mtsac-1", "train@tiny_mtsac-2"):
-        assert f"Stage '{stage}' is cached - skipping run" in proc.stdout
-        log = (root / ".scratch" / "grid" / "logs" / f"{stage}.log").read_text()
-        assert "repro --pull --single-item" in log and f"push --run-cache {stage}" in log
-    assert (remote / "runs").is_dir()
+    logs = clone / ".scratch" / "grid" / "logs"
+    assert "Running stage 'train@tiny_mtsac-2'" in (logs / "train@tiny_mtsac-2.log").read_text()
+    assert "Running stage" not in (logs / "train@tiny_mtsac-1.log").read_text()
+    fan_in = proc.stdout[proc.stdout.index("$ dvc repro --pull"):]
+    assert trained_here(fan_in) == []
+    for stage in stages:
+        assert f"Stage '{stage}' is cached - skipping run" in fan_in
+    assert _outs(clone / "dvc.lock") == first

@@ -9,11 +9,12 @@ actor trunk only (encoder output and task encoding detached); the temperature lo
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
 import numpy as np
 import torch
@@ -25,6 +26,25 @@ from .buffer import Batch
 
 class TrainingDiverged(RuntimeError):
     """A loss left the safe range (the reference aborts when the critic loss exceeds 1e8)."""
+
+
+@contextlib.contextmanager
+def one_cpu_thread(device: torch.device) -> Iterator[None]:
+    """Compute on one CPU thread inside the block (nothing changes on another device).
+
+    Acting multiplies a few rows (one per task), and MKL sums products of 5 to 11 rows across
+    threads, so on several threads their bits would depend on the thread count; on one they do
+    not, and a product of so few rows gains nothing from more threads anyway.
+    """
+    threads = torch.get_num_threads()
+    if device.type != "cpu" or threads == 1:
+        yield
+        return
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
 
 
 class Actor(nn.Module):
@@ -227,9 +247,10 @@ class MultiTaskSAC(nn.Module):
         # No network here behaves differently in train() and eval() mode (no dropout, no batch
         # norm), so acting does not switch modes; that walk over every module cost as much as
         # the forward pass of a 10-row batch.
-        mu, log_std = self.actor(obs_t, task_t, self.encode_task(task_t))
-        action = torch.tanh(mu) if deterministic else \
-            squashed_sample(mu, log_std, self.generator, with_log_prob=False)[0]
+        with one_cpu_thread(self.device):
+            mu, log_std = self.actor(obs_t, task_t, self.encode_task(task_t))
+            action = torch.tanh(mu) if deterministic else \
+                squashed_sample(mu, log_std, self.generator, with_log_prob=False)[0]
         out = action.cpu().numpy()
         return out[0] if single else out
 

@@ -5,7 +5,12 @@
 (``dvc status --json``), runs each one with ``dvc repro --single-item`` in its own workspace (a
 clone of the current commit sharing the DVC cache, :mod:`ptsl.workspace`) as a Ray task, and then
 runs a plain ``dvc repro`` in the main workspace, which restores every trained stage from the run
-cache without training it again, evaluates and aggregates. ``--address`` joins a Ray cluster;
+cache without training it again, evaluates and aggregates. Before that repro the grid drops the
+trained stages' entries from dvc.lock (:func:`adopt_worker_results`): an entry names outputs
+trained elsewhere (the commit's, say from another machine), and DVC restores a stage from its
+entry alone, training it again when those outputs are not in the cache; without an entry it
+looks the stage up in the run cache, where the workers' results are, and records them in the new
+dvc.lock. ``--address`` joins a Ray cluster;
 there a DVC remote is the shared cache (workers ``dvc repro --pull`` then
 ``dvc push --run-cache``, the head ``dvc repro --pull``). Workspaces and logs live in the scratch
 folder (``.scratch/grid/``).
@@ -23,7 +28,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Mapping, Sequence
 
 from .cli import USER_ERRORS
 from .paths import SCRATCH
@@ -62,11 +67,22 @@ def _dvc(root: Path, *args: str, check: bool = True) -> subprocess.CompletedProc
     return proc
 
 
-def stale_training_stages(root: Path, groups: Sequence[str] = TRAINING_GROUPS) -> list[str]:
-    """Training stages DVC reports as changed (``dvc status --json``), in dvc.yaml order."""
+def stale_training_stages(root: Path, groups: Sequence[str] = TRAINING_GROUPS
+                          ) -> tuple[list[str], list[str]]:
+    """Training stages DVC reports as changed (``dvc status --json``), in dvc.yaml order: those
+    to train, and those whose only change is outputs missing from the workspace that the cache
+    holds (``deleted``; not ``not in cache``), which the fan-in's ``dvc repro`` restores as they
+    are, with no worker."""
     status = json.loads(_dvc(root, "status", "--json").stdout or "{}")
-    names = [name.split(":")[-1] for name in status]
-    return [n for n in names if n.split("@")[0] in groups and "@" in n]
+    train, restore = [], []
+    for key, changes in status.items():
+        name = key.split(":")[-1]
+        if "@" not in name or name.split("@")[0] not in groups:
+            continue
+        cached = all(isinstance(c, dict) and set(c) == {"changed outs"}
+                     and set(c["changed outs"].values()) == {"deleted"} for c in changes)
+        (restore if cached else train).append(name)
+    return train, restore
 
 
 def default_gpus_per_run(total_cpus: float, total_gpus: float, cpus_per_run: float) -> float:
@@ -202,15 +218,70 @@ def _worker_env(res: Resources, tracking: str | None) -> dict[str, str]:
     return env
 
 
-def fan_in(root: Path, succeeded: list[str], failed: bool, pull: bool) -> int:
-    """The main workspace's ``dvc repro``: restores the trained stages from the run cache. After a
-    failure only the stages that succeeded are restored (``--single-item``), so a rerun finds just
-    the failed ones stale. Returns 0 when no training stage ran here."""
+def adopt_worker_results(root: Path, stages: Sequence[str]) -> None:
+    """Drop ``stages``' entries from the main workspace's dvc.lock, so that the fan-in's
+    ``dvc repro`` takes them from the run cache (where the workers' results are) and writes the
+    workers' outputs into dvc.lock.
+
+    DVC restores a stage whose dvc.lock entry matches its dependencies from that entry only
+    (``StageCache.restore``); when the outputs it names are not in the cache (a dvc.lock
+    committed from another machine: a GPU, another CPU) it runs the stage, never looking at the
+    run cache. With no entry, it restores the run cache's entry for the stage's dependencies and
+    params ("is cached - skipping run"). A worker that restored a stage instead of training it
+    saved that entry too. Uses DVC's own lock file API.
+    """
+    from types import SimpleNamespace
+
+    from dvc.dvcfile import LOCK_FILE, Lockfile
+    from dvc.repo import Repo
+
+    with Repo(str(root)) as repo:
+        lock = Lockfile(repo, str(root / LOCK_FILE))
+        for stage in stages:
+            lock.remove_stage(SimpleNamespace(name=stage))
+
+
+def why_trained(stage: str, worker: Mapping[str, Any] | None, here: Mapping[str, Any] | None,
+                pull: bool) -> str:
+    """Why the fan-in trained ``stage`` although a worker had: what differs between the worker's
+    dvc.lock entry and the one the fan-in wrote, else where the run cache entry went missing."""
+    if worker is None:
+        return f"{stage}: the worker left no dvc.lock entry to compare with"
+    here = here or {}
+    if worker.get("cmd") != here.get("cmd"):
+        return (f"{stage}: its command differs (worker: {worker.get('cmd')!r}, "
+                f"here: {here.get('cmd')!r})")
+
+    def deps(entry: Mapping[str, Any]) -> dict[str, Any]:
+        return {d["path"]: d.get("md5") for d in entry.get("deps") or []}
+
+    theirs, ours = deps(worker), deps(here)
+    for path in sorted(set(theirs) | set(ours)):
+        if theirs.get(path) != ours.get(path):
+            return (f"{stage}: dependency {path} differs between the worker and here "
+                    f"(md5 {theirs.get(path)} there, {ours.get(path)} here)")
+    if (worker.get("params") or {}) != (here.get("params") or {}):
+        return f"{stage}: its params differ between the worker and here"
+    where = ("the DVC remote (see `dvc push --run-cache` in the worker's log)" if pull
+             else "the shared DVC cache")
+    return (f"{stage}: same dependencies and params as the worker's run, but the run cache here "
+            f"had no entry for them: the worker's did not reach {where}")
+
+
+def fan_in(root: Path, succeeded: Sequence[StageOutcome], cached: Sequence[str], failed: bool,
+           pull: bool) -> int:
+    """The main workspace's ``dvc repro``: restores the stages the workers ran from the run
+    cache (their dvc.lock entries dropped first, :func:`adopt_worker_results`) and the
+    ``cached`` ones from the cache. After a failure only those are restored (``--single-item``),
+    so a rerun finds just the failed ones stale. Returns 0 when no training stage was trained
+    here."""
     cmd = ["repro", *(["--pull"] if pull else [])]
     if failed:
-        if not succeeded:
+        targets = [*(o.stage for o in succeeded), *cached]
+        if not targets:
             return 0
-        cmd += ["--single-item", *succeeded]
+        cmd += ["--single-item", *targets]
+    adopt_worker_results(root, [o.stage for o in succeeded])
     print(f"$ dvc {' '.join(cmd)}", flush=True)
     # Stage commands call `python`: this interpreter's, as in the workers.
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
@@ -225,8 +296,16 @@ def fan_in(root: Path, succeeded: list[str], failed: bool, pull: bool) -> int:
         return proc.returncode
     trained = trained_here("".join(lines))
     if trained:
-        print(f"error: dvc repro trained {', '.join(trained)} itself instead of restoring it from "
-              "the run cache: its cache key differs between the workers and here", file=sys.stderr)
+        from .workspace import lock_entry
+
+        by_worker = {o.stage: o for o in succeeded}
+        print(f"error: dvc repro trained {', '.join(trained)} here instead of restoring what the "
+              "workers trained from the run cache:", file=sys.stderr)
+        for stage in trained:
+            why = (why_trained(stage, by_worker[stage].lock, lock_entry(root, stage), pull)
+                   if stage in by_worker else f"{stage}: no worker ran it (its outputs were "
+                   "in the cache, or it was up to date, when the grid asked `dvc status`)")
+            print(f"  {why}", file=sys.stderr)
         return 3
     return 0
 
@@ -270,9 +349,12 @@ def run(args: argparse.Namespace, root: Path) -> int:
     # The workers run `dvc repro --single-item`, which skips the validate stage: check here what
     # it checks, before any worker removes an output.
     validate_project(root)
-    stages = stale_training_stages(root)
+    stages, cached = stale_training_stages(root)
     if args.dry:
         print(f"{len(stages)} stale training stage(s)" + "".join(f"\n  {s}" for s in stages))
+        if cached:
+            print(f"{len(cached)} training stage(s) restored from the cache by the final "
+                  f"dvc repro: {', '.join(cached)}")
         return 0
     pull = bool(args.address)
     if pull and not default_remote(root):
@@ -312,7 +394,7 @@ def run(args: argparse.Namespace, root: Path) -> int:
         finally:
             ray.shutdown()
     failed = [o for o in outcomes if not o.ok]
-    rc = fan_in(root, [o.stage for o in outcomes if o.ok], bool(failed), pull)
+    rc = fan_in(root, [o for o in outcomes if o.ok], cached, bool(failed), pull)
     if failed:
         print(f"error: {len(failed)} training stage(s) failed: "
               + "; ".join(f"{o.stage} (log: {o.log})" for o in failed), file=sys.stderr)

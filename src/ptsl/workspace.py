@@ -19,7 +19,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping
+from typing import Any, Mapping
 
 # What a worker's stages (and its DVC) read besides DVC outputs; a workspace is a clone of the
 # commit, so uncommitted edits here would silently not reach the workers.
@@ -66,6 +66,9 @@ class StageOutcome:
     host: str
     seconds: float
     message: str = ""           # one line on failure
+    # The stage's dvc.lock entry as the worker's DVC wrote it (deps, params, outs): what the
+    # head compares with its own if it trains the stage again (:func:`ptsl.grid.why_trained`).
+    lock: Mapping[str, Any] | None = None
 
     @property
     def ok(self) -> bool:
@@ -169,10 +172,22 @@ def run_job(job: StageJob) -> StageOutcome:
             log.write(f"error: {exc}\n")
             return StageOutcome(job.stage, 1, str(job.log), host, time.time() - t0, str(exc))
     if rc == 0:
+        lock = lock_entry(ws, job.stage)
         shutil.rmtree(ws, ignore_errors=True)
-        return StageOutcome(job.stage, 0, str(job.log), host, time.time() - t0)
+        return StageOutcome(job.stage, 0, str(job.log), host, time.time() - t0, lock=lock)
     return StageOutcome(job.stage, rc, str(job.log), host, time.time() - t0,
                         _last_error(job.log) or f"exit status {rc}")
+
+
+def lock_entry(root: Path, stage: str) -> dict[str, Any] | None:
+    """``stage``'s entry in ``root``'s dvc.lock, or None when there is none."""
+    import yaml
+
+    path = Path(root) / "dvc.lock"
+    if not path.is_file():
+        return None
+    stages = (yaml.safe_load(path.read_text()) or {}).get("stages") or {}
+    return stages.get(stage)
 
 
 def _last_error(log: Path) -> str:

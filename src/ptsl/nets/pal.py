@@ -62,15 +62,21 @@ def task_layer_every_task(z: torch.Tensor, weight: torch.Tensor, bias: torch.Ten
 
 def task_layer_grouped(z: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor,
                        task: torch.Tensor) -> torch.Tensor:
-    """:func:`task_layer` with the rows grouped by task, one GEMM per task present."""
+    """:func:`task_layer` with the rows grouped by task, one GEMM per task present.
+
+    Each group is multiplied feature-major (``W_t^T z_t^T``, as :func:`ptsl.nets.mlp.feature_major`):
+    a group may hold only a few rows, and a product with 5 to 11 rows would take bits that
+    depend on the CPU thread count."""
     n = weight.shape[0]
     order = torch.argsort(task, stable=True)
     counts = torch.bincount(task, minlength=n).tolist()
-    groups = z.index_select(0, order).split(counts)
-    y_sorted = torch.cat([torch.addmm(bias[t], groups[t], weight[t])
-                          for t in range(n) if counts[t]])
-    # Back to the batch's row order; index_copy's backward is a cheap index_select.
-    return y_sorted.new_empty(y_sorted.shape).index_copy(0, order, y_sorted)
+    # Contiguous operands: autograd then keeps the backward products feature-major too.
+    columns = z.index_select(0, order).t().contiguous().split(counts, dim=1)
+    weight_t, bias_t = weight.transpose(1, 2).contiguous(), bias.unsqueeze(2)
+    y_t = torch.cat([torch.addmm(bias_t[t], weight_t[t], columns[t])
+                     for t in range(n) if counts[t]], dim=1)
+    # Back to the batch's column order; index_copy's backward is a cheap index_select.
+    return y_t.new_empty(y_t.shape).index_copy(1, order, y_t).t()
 
 
 class PALOutput(NamedTuple):

@@ -22,7 +22,7 @@ import torch
 from torch import nn
 
 from ..io import CorruptFileError
-from .mlp import build_mlp, weight_init
+from .mlp import build_mlp, feature_major, weight_init
 
 #: Width of the task encoding (mtrl ``task_encoder_cfg.model_cfg.output_dim`` and embedding_dim).
 TASK_ENCODING_DIM = 50
@@ -123,7 +123,8 @@ class PretrainedTaskEmbedding(nn.Module):
         weight_init(self.projection, generator)
 
     def forward(self, task: torch.Tensor) -> torch.Tensor:
-        return self.projection(torch.relu(self.table[task]))
+        # One row per task (TaskEncoder encodes every task once): few rows, so feature-major.
+        return feature_major(self.projection, torch.relu(self.table[task]))
 
 
 class TaskEncoder(nn.Module):
@@ -160,6 +161,9 @@ class TaskEncoder(nn.Module):
     def forward(self, task: torch.Tensor) -> torch.Tensor:
         # The encoding depends on the task index alone, so encode each of the N tasks once and
         # give every row its task's encoding: the same values and gradients as encoding all B
-        # rows (B = 1280 >> N), without B x 768 x 100 multiply-adds per update.
+        # rows (B = 1280 >> N), without B x 768 x 100 multiply-adds per update. index_select
+        # rather than [task]: the same rows, but its backward (index_add) sums each task's rows
+        # in batch order, where [task]'s (an accumulating index_put) sums them in an order that
+        # varies run to run on several CPU threads at the paper's batch.
         every_task = torch.arange(self.embedding.num_tasks, device=task.device)
-        return self.trunk(self.embedding(every_task))[task]
+        return feature_major(self.trunk, self.embedding(every_task)).index_select(0, task)
