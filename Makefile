@@ -7,11 +7,11 @@ STAMP := $(VENV)/.installed
 # Stage commands call `python`/`dvc`; make sure they resolve to the project environment.
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: install repro grid test test-slow ui exps learning-check bench clean-scratch
+.PHONY: install repro grid test test-unit test-slow ui exps learning-check bench clean-scratch
 
 install: $(STAMP)
 
-$(STAMP): requirements.txt pyproject.toml
+$(STAMP): requirements.txt $(wildcard requirements/*.txt) pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -m pip install --disable-pip-version-check -q -r requirements.txt
 	$(PY) -m pip install --disable-pip-version-check -q --no-build-isolation --no-deps -e .
@@ -22,42 +22,47 @@ $(STAMP): requirements.txt pyproject.toml
 repro: install
 	python pipeline/validate.py
 	dvc repro
-	python -m ptsl.readme
+	python -m ptsl.report.readme
 
-# Every stale training stage in parallel on Ray, then `dvc repro` (README: Scaling out).
+# Every stale training stage in parallel on Ray, then `dvc repro` (docs/scaling.md).
 # Flags pass through GRID_ARGS, e.g. make grid GRID_ARGS="--workers 8 --cpus-per-run 2".
 grid: install
-	python -m ptsl.grid $(GRID_ARGS)
+	python -m ptsl.ops.grid $(GRID_ARGS)
 
 # Switch the active budget (small | paper) in params.yaml; then `make repro` or `dvc exp run`.
 budget-%: install
-	python -m ptsl.budget $*
+	python -m ptsl.ops.budget $*
 
+# Everything CI checks, on every core (pytest-xdist); the unit tests alone take about two
+# minutes (make test-unit).
 test: install
-	pytest -q
+	pytest -q -n auto tests
+
+test-unit: install
+	pytest -q -n auto tests/unit
 
 # Long checks outside CI (for example the learning check on reach-v3).
 test-slow: install
-	pytest -q -m slow
+	pytest -q -m slow tests
 
 learning-check: install
-	python -m ptsl.learning_check
+	python -m ptsl.tools.learning_check
 
 # Speed benchmark (prints a table, writes reports/bench/<device>.json); installs the optional
 # Stable-Baselines3 comparison first. PTSL_DEVICE=cpu|cuda picks the device (default: auto).
 bench: install
 	$(PY) -m pip install --disable-pip-version-check -q stable-baselines3==2.9.2
-	python -m ptsl.bench
+	python -m ptsl.tools.bench
 
 # Prints the links to the runs lists in the saved "Compare runs" view, then serves the UI.
 ui: install
-	python -m ptsl.tracking
+	python -m ptsl.ops.mlflow_ui
 	mlflow ui --backend-store-uri "$${MLFLOW_TRACKING_URI:-sqlite:///$(CURDIR)/mlflow.db}"
 
 # DVC experiments side by side: a column per experiment, a line per changed param and per table
-# row (python -m ptsl.exps; EXPS_ARGS="--only-changed" keeps the rows an experiment moved).
+# row (python -m ptsl.ops.exps; EXPS_ARGS="--only-changed" keeps the rows an experiment moved).
 exps: install
-	python -m ptsl.exps $(EXPS_ARGS)
+	python -m ptsl.ops.exps $(EXPS_ARGS)
 
 clean-scratch:
 	rm -rf .scratch

@@ -6,11 +6,13 @@ and a rollout contact sheet per table; all logged to MLflow as artifacts."""
 import argparse
 from pathlib import Path
 
-from ptsl.cli import run_stage
-from ptsl.config import load_params
-from ptsl.paths import EVALS, PUBLISHED, REPORTS, RUNS, VIDEOS
-from ptsl.report import Published, collect, collect_videos, write_reports
-from ptsl.tracking import start_run
+from ptsl.ops.params import load_params
+from ptsl.ops.paths import EVALS, PUBLISHED, REPORTS, RUNS, VIDEOS
+from ptsl.ops.stage import run_stage
+from ptsl.ops.tracking import start_run
+from ptsl.report.inputs import Published, collect
+from ptsl.report.rollouts import collect_videos
+from ptsl.report.tables import write_reports
 
 
 def main() -> None:
@@ -26,16 +28,16 @@ def main() -> None:
     videos = collect_videos(params, VIDEOS)
     published = Published.load(PUBLISHED)
     written = write_reports(params, records, published, Path(args.out), videos)
-    tracker = start_run("aggregate", "aggregate", stage="aggregate")
-    tracker.log_params({"budget": params.budget, "seeds": list(params.seeds),
-                        "long_seeds": list(params.long_seeds), "steps": params.train.steps,
-                        "long_steps": params.train.long_steps, "primary": params.report.primary})
-    for path in written.values():
-        if path.is_dir():
-            tracker.log_artifacts(path, path.name)
-        else:
-            tracker.log_artifact(path)
-    tracker.end()
+    with start_run("aggregate", "aggregate", stage="aggregate") as tracker:
+        tracker.log_params({"budget": params.budget, "seeds": list(params.seeds),
+                            "long_seeds": list(params.long_seeds), "steps": params.train.steps,
+                            "long_steps": params.train.long_steps,
+                            "primary": params.report.primary})
+        for path in written.values():
+            if path.is_dir():
+                tracker.log_artifacts(path, path.name)
+            else:
+                tracker.log_artifact(path)
     print(written["results"].read_text())
 
 

@@ -3,14 +3,15 @@
 import argparse
 from pathlib import Path
 
-from ptsl.cli import run_stage
-from ptsl.config import load_params, reads_pal_dim, run_config
-from ptsl.envcheck import check_machine
-from ptsl.methods import check_buildable
-from ptsl.paths import REQUIREMENTS, RESUME, RUNS, TASK_CACHE, run_id, stage_id
-from ptsl.runtime import Runtime
-from ptsl.tracking import start_run
-from ptsl.train import ResumeCheckpoints, train, write_run_outputs
+from ptsl.core.builders import check_buildable
+from ptsl.core.loop import train, write_outputs
+from ptsl.core.persistence import ResumeCheckpoints
+from ptsl.core.runtime import Runtime
+from ptsl.ops.machine import check_machine
+from ptsl.ops.params import load_params, run_config, stage_group
+from ptsl.ops.paths import RESUME, RUNS, TASK_CACHE, run_id, stage_id
+from ptsl.ops.stage import run_stage
+from ptsl.ops.tracking import start_run
 
 
 def main() -> None:
@@ -24,25 +25,22 @@ def main() -> None:
                     help="folder that receives <exp>-<seed>/ (default: %(default)s)")
     args = ap.parse_args()
     params = load_params(args.params)
-    machine = check_machine(REQUIREMENTS)
+    machine = check_machine()
     cfg = run_config(params, args.exp, args.seed)
     check_buildable(cfg.experiment)
     runtime = Runtime.from_env()  # the machine's choices: checked before anything starts
     device = runtime.torch_device()
     name = run_id(args.exp, args.seed)
-    stage = stage_id("train", args.exp, args.seed, reads_pal_dim(params.experiment(args.exp)))
-    tracker = start_run("train", name, stage=stage,
-                        tags={"experiment": args.exp, "seed": str(args.seed),
-                              "method": cfg.experiment.method, "host": machine["host"],
-                              "torch_device": str(device), "fast_path": str(runtime.fast)})
-    try:
+    stage = stage_id("train", args.exp, args.seed, stage_group(params, args.exp))
+    with start_run("train", name, stage=stage,
+                   tags={"experiment": args.exp, "seed": str(args.seed),
+                         "method": cfg.experiment.method, "host": machine["host"],
+                         "torch_device": str(device), "fast_path": str(runtime.fast)}) as tracker:
         tracker.log_params({**cfg.to_dict(), **cfg.headline()})
-        result = train(cfg, scratch_dir=RESUME, task_cache=TASK_CACHE, tracker=tracker,
+        result = train(cfg, scratch_dir=RESUME, task_cache=TASK_CACHE, log=tracker,
                        runtime=runtime, keep_checkpoint=True)
         out = Path(args.out) / name
-        write_run_outputs(result, out, {"experiment": args.exp, "seed": args.seed,
-                                        "method": cfg.experiment.method,
-                                        "benchmark": cfg.experiment.benchmark})
+        write_outputs(cfg, result, out)
         ResumeCheckpoints(RESUME, cfg).remove()  # only now: a kill above resumes from it
         tracker.log_metrics({"final_success": float(result.curve["success"].iloc[-1]),
                              "parameter_count": result.parameter_count,
@@ -50,13 +48,6 @@ def main() -> None:
                              "resumed_from": result.resumed_from}, cfg.train.steps)
         tracker.log_artifact(out / "curve.csv")
         tracker.log_artifact(out / "summary.json")
-    except KeyboardInterrupt:  # Ctrl-C or SIGTERM (ptsl.cli.run_stage)
-        tracker.end("KILLED")
-        raise
-    except BaseException:
-        tracker.end("FAILED")
-        raise
-    tracker.end()
     final = result.curve.iloc[-1]
     print(f"{name}: success {final['success']:.3f} at step {int(final['step'])}, "
           f"{result.parameter_count:,} parameters, {result.wall_seconds:.0f} s")

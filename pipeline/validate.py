@@ -6,9 +6,9 @@ data/validated.json, whose content never changes, so a passing check leaves them
 
 import argparse
 
-from ptsl.cli import run_stage
-from ptsl.paths import VALIDATED
-from ptsl.validate import validate_project, write_stamp
+from ptsl.ops.paths import VALIDATED
+from ptsl.ops.stage import run_stage
+from ptsl.ops.validate import validate_project, write_stamp
 
 
 def main() -> None:
@@ -19,7 +19,7 @@ def main() -> None:
     args = ap.parse_args()
     params = validate_project(params_file=args.params)
     write_stamp(args.out)
-    runs = len(params.runs.plain + params.runs.ptsl) * len(params.seeds)
+    runs = len(params.trained) * len(params.seeds)
     print(f"valid: params.yaml ({runs} training stage(s)), task embeddings, PTSL_* settings")
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from ptsl.buffer import Batch
+from ptsl.core.buffer import Batch
 
 
 def random_batch(n: int = 64, seed: int = 0, obs_dim: int = 12, num_tasks: int = 3) -> Batch:

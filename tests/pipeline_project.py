@@ -23,12 +23,12 @@ TINY_BUDGET: dict[str, Any] = {
 def make_project(dest: Path, experiments: dict[str, dict], seeds: list[int],
                  extra: dict[str, Any] | None = None, git: bool = False,
                  long_steps: int = 40) -> Path:
-    """Copy dvc.yaml, requirements.txt, pipeline/, src/ and data/ to ``dest``; write a tiny params.yaml with one
+    """Copy dvc.yaml, the pins, pipeline/, src/ and data/ to ``dest``; write a tiny params.yaml with one
     table of every experiment (plus a long one if any is ``long``); ``dvc init``.
 
     With ``git`` the folder becomes a git repository with everything committed (``dvc exp run``
     needs one); otherwise DVC runs without SCM."""
-    for name in ("dvc.yaml", "requirements.txt", "pipeline", "src", "data"):
+    for name in ("dvc.yaml", "requirements.txt", "requirements", "pipeline", "src", "data"):
         src = ROOT / name
         if src.is_dir():
             shutil.copytree(src, dest / name, ignore=shutil.ignore_patterns(
@@ -39,9 +39,9 @@ def make_project(dest: Path, experiments: dict[str, dict], seeds: list[int],
     for section, values in TINY_BUDGET.items():
         params[section].update(values)
     params["experiments"] = experiments
-    from ptsl.config import ExperimentConfig, reads_pal_dim
+    from ptsl.core.config import ExperimentConfig
 
-    ptsl = {n for n, e in experiments.items() if reads_pal_dim(ExperimentConfig(**e))}
+    ptsl = {n for n, e in experiments.items() if ExperimentConfig(**e).reads_pal_dim}
     params["runs"] = {"plain": [n for n in experiments if n not in ptsl],
                       "ptsl": [n for n in experiments if n in ptsl]}
     params["train"]["long_steps"] = long_steps
@@ -79,10 +79,12 @@ def _dvc_plots_setup(dest: Path) -> None:
 
 
 def env_for(project: Path) -> dict[str, str]:
-    """Environment for stage processes: the project venv first on PATH, MLflow on, own store."""
+    """Environment for stage processes: the project venv first on PATH, MLflow on, own store,
+    one torch thread (the tests run on every core at once; a run's bytes do not depend on it)."""
     env = dict(os.environ)
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     env["PTSL_TRACKING"] = "on"
+    env.setdefault("PTSL_THREADS", "1")
     env.pop("MLFLOW_TRACKING_URI", None)
     return env
 

@@ -12,21 +12,25 @@ The Python API (:mod:`ptsl.api`)::
     agent = load_agent("data/runs/mt10_mtsac-1/model.pt")      # an agent the pipeline trained
 
 ``config_from_params("mt10_care", 1)`` gives the config the DVC stage ``train@mt10_care-1`` trains.
+
+The package in layers, each a folder:
+
+- :mod:`ptsl.core`: what computes a result (configuration of one run, environments, networks,
+  agent, training and evaluation loops, records); all a training or evaluation stage depends on.
+- :mod:`ptsl.ops`: what runs the pipeline (the params file, machine checks, MLflow tracking, the
+  grid, budgets, views).
+- :mod:`ptsl.report`: records -> tables, statistics, figures, the README results block.
+- :mod:`ptsl.tools`: developer tools no stage runs (benchmark, parameter counting, learning check).
+
+``import ptsl`` loads nothing heavy: each name below is imported from :mod:`ptsl.api` on first use.
 """
 
 import importlib
-import sys
-import types
 
-from .config import ConfigError, RunConfig
-from .methods import load_agent
+_API = ("make_env", "make_config", "config_from_params", "train", "evaluate", "load_agent",
+        "Evaluation", "TrainResult", "BUDGETS", "budgets", "ConfigError", "RunConfig")
 
-# The API's names are loaded from ptsl.api on first use, not here: every pipeline stage imports
-# this package, and an edit to the API must not change what a stage runs (nor re-train a model).
-_API = ("make_env", "make_config", "config_from_params", "train", "evaluate", "Evaluation",
-        "TrainResult", "BUDGETS")
-
-__all__ = ["load_agent", "ConfigError", "RunConfig", *_API]
+__all__ = list(_API)
 
 
 def __getattr__(name: str):
@@ -37,17 +41,3 @@ def __getattr__(name: str):
 
 def __dir__() -> list[str]:
     return sorted({*globals(), *_API})
-
-
-class _Package(types.ModuleType):
-    """``ptsl.train`` and ``ptsl.evaluate`` name both a submodule and an API function. Importing
-    the submodule would make it an attribute of the package and hide the function; the package
-    keeps the function (the submodule stays importable: ``from ptsl.train import train``)."""
-
-    def __setattr__(self, name: str, value) -> None:
-        if name in _API and isinstance(value, types.ModuleType):
-            return
-        super().__setattr__(name, value)
-
-
-sys.modules[__name__].__class__ = _Package

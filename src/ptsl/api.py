@@ -9,52 +9,60 @@
     print(evaluate(result.agent).mean_success)
     action = result.agent.predict(obs, task)    # the familiar name for agent.act
 
-Every function is a thin layer over the modules the pipeline's stages run (:mod:`ptsl.config`,
-:mod:`ptsl.envs`, :mod:`ptsl.train`, :mod:`ptsl.evaluate`), so a run started here with an
+Every function is a thin layer over what the pipeline's stages run (:mod:`ptsl.core` for the
+computation, :mod:`ptsl.ops.params` for the params file), so a run started here with an
 experiment's settings is the stage's run, byte for byte on CPU. Arguments are validated by the
-pipeline's own rules; a bad one raises :class:`ptsl.config.ConfigError` with one line that names
-the argument and what is allowed. The stages never import this module (see ``ptsl/__init__.py``),
-so editing it re-trains nothing.
+pipeline's own rules; a bad one raises :class:`ptsl.core.errors.ConfigError` with one line that
+names the argument and what is allowed. No stage imports this module, so editing it re-trains
+nothing.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import types
+import functools
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
 import numpy as np
 
-from .agent import MultiTaskSAC
-from .config import (PTSL_METHODS, ConfigError, EnvConfig, EvaluateConfig, RunConfig, SACConfig,
-                     apply_preset, build, check_benchmark, load_params, parse_params, run_config)
-from .envs import MultiTaskVecEnv, load_tasks
-from .evaluate import evaluate as _evaluate
-from .methods import check_buildable
-from .paths import TASK_CACHE
-from .runtime import Runtime
-from .tracking import Tracker
-from .train import TrainResult
-from .train import train as _train
+from .core import benchmarks
+from .core.agent import MultiTaskSAC
+from .core.builders import check_buildable
+from .core.config import EnvConfig, EvaluateConfig, RunConfig, SACConfig, section
+from .core.envs import MultiTaskVecEnv, eval_env, load_tasks
+from .core.errors import ConfigError
+from .core.evaluation import evaluate as _evaluate
+from .core.files import folder_aside
+from .core.log import RunLog
+from .core.loop import TrainResult
+from .core.loop import train as _train
+from .core.methods import METHODS
+from .core.persistence import load_agent
+from .core.runtime import Runtime
+from .ops.params import apply_preset, load_params, parse_params, read_yaml, run_config
+from .ops.paths import PROJECT_PARAMS, TASK_CACHE
 
-__all__ = ["BUDGETS", "Evaluation", "TrainResult", "config_from_params", "evaluate", "make_config",
-           "make_env", "train"]
+__all__ = ["BUDGETS", "Evaluation", "TrainResult", "config_from_params", "evaluate", "load_agent",
+           "make_config", "make_env", "train"]
 
-#: The budget presets of ``params.yaml`` (``budgets:``), in its dotted-key form; a test keeps the
-#: two equal. ``seeds`` and ``long_seeds`` are replaced by the one seed a config trains.
-BUDGETS: Mapping[str, Mapping[str, Any]] = types.MappingProxyType({
-    "small": types.MappingProxyType({
-        "sac.batch_size": 128, "sac.init_steps": 150, "train.steps": 300,
-        "train.long_steps": 600, "train.eval_every": 150, "train.checkpoint_every": 300,
-        "seeds": [1], "long_seeds": [1]}),
-    "paper": types.MappingProxyType({
-        "sac.batch_size": 1280, "sac.init_steps": 1500, "train.steps": 200_000,
-        "train.long_steps": 1_000_000, "train.eval_every": 10_000,
-        "train.checkpoint_every": 10_000, "seeds": [1, 2, 3, 4, 5, 6, 7, 8, 9, 10],
-        "long_seeds": [1, 2, 3, 4]}),
-})
+
+@functools.cache
+def budgets() -> Mapping[str, Mapping[str, Any]]:
+    """The budget presets (``small``, ``paper``) in their dotted-key form, read from the
+    project's params.yaml (``budgets:``), the one place they are stated. ``ptsl.BUDGETS`` is
+    this mapping."""
+    if not PROJECT_PARAMS.is_file():
+        raise ConfigError(f"budget: the presets are read from {PROJECT_PARAMS}, which is missing; "
+                          "restore it with `git checkout -- params.yaml`")
+    return parse_params(read_yaml(PROJECT_PARAMS)).budgets
+
+
+def __getattr__(name: str) -> Any:
+    if name == "BUDGETS":
+        return budgets()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 #: Pipeline keys that a :func:`make_config` argument of another name sets.
 _ARGUMENT_OF = {"train.steps": "steps", "train.long_steps": "steps",
@@ -94,7 +102,7 @@ def _as_mapping(value: Any, cls: type, arg: str) -> dict[str, Any]:
     if value is None:
         return {}
     if isinstance(value, cls):
-        return dataclasses.asdict(value)
+        return value.model_dump()
     if isinstance(value, Mapping):
         return dict(value)
     raise ConfigError(f"{arg}: expected a {cls.__name__} or a mapping of its keys, got {value!r}")
@@ -117,12 +125,14 @@ def make_env(benchmark: str = "mt10", seed: int = 1, *,
     Meta-World's goal lists are cached in ``task_cache`` (``.scratch/tasks`` under the current
     folder; ``None`` for no cache). Call ``close()`` when done.
     """
-    check_benchmark(benchmark, "benchmark")
+    if not isinstance(benchmark, str) or not benchmarks.is_benchmark(benchmark):
+        raise ConfigError(f"benchmark: unknown benchmark {benchmark!r}; allowed: "
+                          f"{benchmarks.ALLOWED}")
     seed = _check_seed(seed)
-    env_cfg = build(EnvConfig, _as_mapping(env, EnvConfig, "env"), "env")
+    env_cfg = section(EnvConfig, _as_mapping(env, EnvConfig, "env"), "env")
     tasks = load_tasks(benchmark, seed, None if task_cache is None else Path(task_cache))
     if evaluation:
-        return MultiTaskVecEnv(tasks, env_cfg, seed, normalize_reward=False, vector="sync")
+        return eval_env(tasks, env_cfg, seed)
     return MultiTaskVecEnv(tasks, env_cfg, seed)
 
 
@@ -165,18 +175,19 @@ def make_config(method: str = "mtsac", benchmark: str = "mt10", seed: int = 1, *
     - Networks: ``hidden_dim`` x ``num_layers`` (the paper's 400 x 3), ``num_experts`` (CARE,
       Soft Modularization), PTSL's ``pal_dim`` (default 50, the top-level value of
       ``params.yaml``), ``shared_projection`` and ``residual_mode``; ``task_onehot`` (MT-SAC).
-    - Budget: ``budget`` picks a preset of :data:`BUDGETS` (``small`` or ``paper``, as in
+    - Budget: ``budget`` picks a preset of :func:`budgets` (``small`` or ``paper``, read from
       ``params.yaml``) for ``batch_size``, ``init_steps``, ``steps``, ``eval_every`` and
       ``checkpoint_every``; each of them may be given to override it.
     - ``env`` and ``sac`` override the protocol and the other SAC values (an :class:`EnvConfig` /
       :class:`SACConfig` or a mapping of some of their keys); defaults are ``params.yaml``'s.
 
-    The arguments go through the pipeline's parser (:func:`ptsl.config.parse_params`), so every
+    The arguments go through the pipeline's parser (:func:`ptsl.ops.params.parse_params`), so every
     rule of ``params.yaml`` holds (``steps`` a multiple of ``eval_every``, PTSL options only on
     PTSL methods, ...) and a violation is a :class:`ConfigError` naming the argument.
     """
-    if budget not in BUDGETS:
-        raise ConfigError(f"budget: unknown budget {budget!r}; allowed: {', '.join(BUDGETS)}")
+    presets = budgets()
+    if budget not in presets:
+        raise ConfigError(f"budget: unknown budget {budget!r}; allowed: {', '.join(presets)}")
     seed = _check_seed(seed)
     name = name if name is not None else f"{benchmark}_{method}"
     exp: dict[str, Any] = {
@@ -186,7 +197,7 @@ def make_config(method: str = "mtsac", benchmark: str = "mt10", seed: int = 1, *
     if pal_dim is not None:
         exp["pal_dim"] = pal_dim
     # A PTSL experiment without its own pal_dim reads the top-level one (params.yaml's rule).
-    ptsl_group = isinstance(method, str) and method in PTSL_METHODS and pal_dim is None
+    ptsl_group = method in METHODS and METHODS[method].ptsl and pal_dim is None
     raw: dict[str, Any] = {
         "env": _as_mapping(env, EnvConfig, "env"),
         "sac": {"batch_size": None, "init_steps": None},
@@ -196,14 +207,14 @@ def make_config(method: str = "mtsac", benchmark: str = "mt10", seed: int = 1, *
         "runs": {"plain": [] if ptsl_group else [name], "ptsl": [name] if ptsl_group else []},
         "seeds": None, "long_seeds": None,
     }
-    raw = apply_preset(raw, BUDGETS[budget], f"budgets.{budget}")
+    raw = apply_preset(raw, presets[budget], f"budgets.{budget}")
     raw["sac"].update(_as_mapping(sac, SACConfig, "sac"))
-    for section, key, value in (("sac", "batch_size", batch_size),
-                                ("sac", "init_steps", init_steps), ("train", "steps", steps),
-                                ("train", "eval_every", eval_every),
-                                ("train", "checkpoint_every", checkpoint_every)):
+    for part, key, value in (("sac", "batch_size", batch_size),
+                             ("sac", "init_steps", init_steps), ("train", "steps", steps),
+                             ("train", "eval_every", eval_every),
+                             ("train", "checkpoint_every", checkpoint_every)):
         if value is not None:
-            raw[section][key] = value
+            raw[part][key] = value
     raw["train"]["long_steps"] = raw["train"]["steps"]  # one run, one reported step
     raw["seeds"] = raw["long_seeds"] = [seed]
     try:
@@ -220,11 +231,11 @@ def make_config(method: str = "mtsac", benchmark: str = "mt10", seed: int = 1, *
 
 def train(config: RunConfig, *, callback: Callable[[dict[str, float]], None] | None = None,
           resume_dir: str | Path | None = None, progress: bool = True,
-          runtime: Runtime | None = None, tracker: Tracker | None = None,
+          runtime: Runtime | None = None, log: RunLog | None = None,
           task_cache: str | Path | None = TASK_CACHE) -> TrainResult:
     """Train ``config`` (from :func:`make_config` or :func:`config_from_params`) to its steps.
 
-    Returns :class:`ptsl.train.TrainResult`: ``agent`` (a :class:`MultiTaskSAC`), ``curve`` (a
+    Returns :class:`ptsl.core.loop.TrainResult`: ``agent`` (a :class:`MultiTaskSAC`), ``curve`` (a
     DataFrame, one row per evaluation: ``step``, ``env_steps``, ``success``, ``return``,
     ``success/<task>``), ``parameter_count``, ``wall_seconds``, ``resumed_from``.
 
@@ -232,15 +243,15 @@ def train(config: RunConfig, *, callback: Callable[[dict[str, float]], None] | N
     the run checkpoints there every ``train.checkpoint_every`` steps, keyed by the resolved
     config, and an interrupted run started again with the same config resumes and ends with the
     same bytes, as the stages do (they use ``.scratch/resume``). ``runtime`` (device, threads)
-    defaults to the ``PTSL_*`` environment variables; ``tracker`` (an MLflow run from
-    :func:`ptsl.tracking.start_run`) defaults to none.
+    defaults to the ``PTSL_*`` environment variables; ``log`` (a :class:`ptsl.core.log.RunLog`,
+    such as an MLflow run from :func:`ptsl.ops.tracking.start_run`) defaults to none.
     """
     if not isinstance(config, RunConfig):
         raise ConfigError(f"config: expected a RunConfig (from make_config or "
                           f"config_from_params), got {type(config).__name__}")
     check_buildable(config.experiment)
     return _train(config, scratch_dir=None if resume_dir is None else Path(resume_dir),
-                  task_cache=None if task_cache is None else Path(task_cache), tracker=tracker,
+                  task_cache=None if task_cache is None else Path(task_cache), log=log,
                   progress=progress, runtime=runtime, on_eval=callback)
 
 
@@ -289,7 +300,7 @@ def evaluate(agent: MultiTaskSAC, env: MultiTaskVecEnv | str | None = None, *,
         raise ConfigError(f"agent: expected a MultiTaskSAC (train(...).agent or load_agent), "
                           f"got {type(agent).__name__}")
     try:
-        episodes = build(EvaluateConfig, {"episodes": episodes}, "evaluate").episodes
+        episodes = section(EvaluateConfig, {"episodes": episodes}, "evaluate").episodes
     except ConfigError as exc:
         raise _renamed(exc) from None
     trained_on = tuple(agent.meta.get("task_names", ()))
@@ -331,16 +342,18 @@ def _record(agent: MultiTaskSAC, vec: MultiTaskVecEnv, seed: int | None,
     one line on stderr when MuJoCo has no off-screen renderer here."""
     import sys
 
-    from . import videos as rec
+    from .core import rollouts
 
     own = agent.meta.get("config")
     if own is None:
         raise ConfigError("videos: this agent carries no config (protocol, seed) to record with")
     cfg = RunConfig.from_dict(own)
-    backend = rec.find_backend()
+    backend = rollouts.find_backend()
     if backend is None:
-        print(rec.no_backend_message(), file=sys.stderr)
+        print(rollouts.no_backend_message(), file=sys.stderr)
         return None
-    rec.use_backend(backend)
-    rec.record_videos(agent, vec.tasks, cfg.env, cfg.seed if seed is None else seed, out)
-    return types.MappingProxyType({n: out / f"{n}.gif" for n in vec.tasks.names})
+    rollouts.use_backend(backend)
+    with folder_aside(out, "rollout videos") as staged:
+        rollouts.record_videos(agent, vec.tasks, cfg.env, cfg.seed if seed is None else seed,
+                               staged)
+    return {n: out / f"{n}.gif" for n in vec.tasks.names}

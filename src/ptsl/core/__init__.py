@@ -1,0 +1,11 @@
+"""What computes a result: the configuration of one run, the benchmarks' facts, environments,
+replay buffer, networks (``nets/``, one file per architecture), the agent, the method registry
+and builders, the training and evaluation loops, the run records, saving and loading, the
+runtime (device, threads) and the errors a run reports.
+
+A training or evaluation stage's cache key is this folder (with its script, data, params and the
+pins of the packages that compute): editing anything outside it re-runs no training. So it
+imports nothing from the rest of the package (``ptsl.ops``, ``ptsl.report``, ``ptsl.tools``,
+``ptsl.api``) and no MLflow, DVC, Ray or matplotlib; it reports progress through
+:class:`ptsl.core.log.RunLog`, which the tracking layer implements.
+"""

@@ -1,0 +1,251 @@
+"""The training loop: collect, update, evaluate, checkpoint.
+
+Each vector step follows the reference (doc 1.3): evaluate when due; act (uniform random for the
+first ``init_steps`` vector steps, then a stochastic policy sample); from ``init_steps`` on update
+(``init_steps`` updates at once, then one per vector step); step every task; store one transition
+per task. Deliberate difference: the time-limit transition stores the true next observation with
+``not_done = 1`` (the reference stores the next episode's reset observation there); then all tasks
+are reset. The action is chosen before the update, so on the fast path the environments step
+while the update runs (``step_async``, update, ``step_wait``): the same transitions either way.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import pandas as pd
+import torch
+from tqdm import tqdm
+
+from . import faults
+from .agent import MultiTaskSAC, check_losses
+from .buffer import make_buffer
+from .builders import Shapes, build_agent
+from .config import RunConfig
+from .envs import MultiTaskVecEnv, StepResult, eval_env, load_tasks
+from .errors import TrainingDiverged
+from .evaluation import evaluate
+from .files import folder_aside
+from .log import NoLog, RunLog
+from .persistence import ResumeCheckpoints, save_agent
+from .records import Curve, Summary
+from .runtime import Runtime
+
+
+@dataclass(frozen=True)
+class TrainResult:
+    """What a finished run produced."""
+
+    agent: MultiTaskSAC
+    curve: pd.DataFrame  # one row per evaluation: step, env_steps, success, return, success/<task>
+    parameter_count: int
+    wall_seconds: float
+    resumed_from: int
+
+
+class Training:
+    """One run in progress: its environments, agent, replay buffer, random generator and what it
+    has recorded so far. :meth:`run` is the loop; each of its steps is a method."""
+
+    def __init__(self, cfg: RunConfig, runtime: Runtime, task_cache: Path | None,
+                 checkpoints: ResumeCheckpoints, log: RunLog) -> None:
+        self.cfg, self.runtime, self.log, self.checkpoints = cfg, runtime, log, checkpoints
+        self.device = runtime.torch_device()
+        tasks = load_tasks(cfg.experiment.benchmark, cfg.seed, task_cache)
+        self.env = MultiTaskVecEnv(tasks, cfg.env, cfg.seed)
+        self.eval_env = eval_env(tasks, cfg.env, cfg.seed)
+        shapes = Shapes(self.env.obs_dim, self.env.action_dim, self.env.num_tasks)
+        self.agent = build_agent(cfg, shapes, tasks.names, device=self.device)
+        self.agent.fast_path = runtime.fast
+        self.buffer = make_buffer(cfg.sac.buffer_capacity, self.env.obs_dim, self.env.action_dim,
+                                  self.device, seed=cfg.seed + 2, fast=runtime.fast)
+        self.rng = np.random.default_rng(cfg.seed)
+        self.curve: list[dict[str, float]] = []
+        # Losses stay on the device; they are checked and averaged once per episode (one host
+        # transfer per episode_length updates), and before any checkpoint is written.
+        self.losses: list[tuple[int, dict[str, torch.Tensor]]] = []
+        self.start = self.last_checkpoint = 0
+
+    def resume(self) -> None:
+        """Continue from the newest checkpoint of this run and config, if there is one."""
+        state = self.checkpoints.load()
+        if state is None:
+            return
+        self.agent.load_training_state(state["agent"])
+        self.buffer.load_state_dict(state["buffer"])
+        self.rng.bit_generator.state = state["rng"]
+        self.env.set_state(state["env"])
+        self.curve = state["curve"]
+        self.start = self.last_checkpoint = state["step"]
+        self.log.resumed(self.start, self.curve, state.get("log_run_id"))
+
+    def run(self, progress: bool, on_eval: Callable[[dict[str, float]], None] | None,
+            on_step: Callable[[int], None] | None) -> None:
+        """Train from :attr:`start` to ``train.steps`` vector steps."""
+        tc = self.cfg.train
+        bar = tqdm(total=tc.steps, initial=self.start, disable=not progress, unit="step",
+                   desc=f"{self.cfg.name}-{self.cfg.seed}", mininterval=2.0, dynamic_ncols=True)
+        try:
+            obs = self.env.reset()
+            for step in range(self.start, tc.steps):
+                if step % tc.eval_every == 0:
+                    self.evaluate(step, on_eval, bar)
+                updating = step >= self.cfg.sac.init_steps
+                action = self.act(obs, updating)
+                result = self.update_while_stepping(step, action, updating)
+                self.collect(obs, action, result, step)
+                obs = result.obs
+                bar.update(1)
+                if on_step:
+                    on_step(step + 1)
+                if result.truncated:
+                    obs = self.end_episode(step + 1)
+            self.report_losses(tc.steps)  # a run that ends mid-episode is checked before saving
+            self.check_weights(tc.steps)
+            self.evaluate(tc.steps, on_eval, bar)
+        finally:
+            bar.close()
+            self.env.close()
+            self.eval_env.close()
+            self.log.flush()
+
+    # ------------------------------------------------------------------ the steps of the loop
+
+    def evaluate(self, step: int, on_eval: Callable[[dict[str, float]], None] | None,
+                 bar: tqdm) -> None:
+        """Deterministic episodes of every task; the curve's row of ``step`` (once per step: a
+        resumed run has the row of its checkpoint's step already)."""
+        if self.curve and self.curve[-1]["step"] == step:
+            return
+        res = evaluate(self.agent, self.eval_env, self.cfg.train.eval_episodes)
+        row = Curve.row(step, step * self.env.num_tasks, res.mean_success, res.mean_return,
+                        dict(zip(self.eval_env.tasks.names, res.success)))
+        self.curve.append(row)
+        self.log.evaluation(step, row)
+        self.log.flush()  # the curve reaches the store at every evaluation
+        bar.set_postfix(success=f"{row['success']:.2f}")
+        if on_eval:
+            on_eval(row)
+
+    def act(self, obs: np.ndarray, updating: bool) -> np.ndarray:
+        """A stochastic policy sample, or uniform random actions during the warm-up."""
+        if updating:
+            return self.agent.act(obs, self.env.task_ids, deterministic=False)
+        action = self.env.sample_actions(self.rng)
+        faults.point("warmup")
+        return action
+
+    def update_while_stepping(self, step: int, action: np.ndarray, updating: bool) -> StepResult:
+        """Step every task with ``action`` and run this step's updates meanwhile: ``init_steps``
+        updates at the first updating step, then one. Only an update is worth overlapping; the
+        plain path and the warm-up step the environments in this thread (the plain path after
+        its update)."""
+        overlap = self.runtime.fast and updating
+        if overlap:
+            self.env.step_async(action)
+        if updating:
+            sac = self.cfg.sac
+            for _ in range(sac.init_steps if step == sac.init_steps else 1):
+                batch = self.buffer.sample(sac.batch_size, self.rng, self.device)
+                self.losses.append((step, self.agent.update(batch, step)))
+                faults.point("update")
+        result = self.env.step_wait() if overlap else self.env.step(action)
+        if faults.nan_reward(step):
+            result.reward[:] = np.nan
+        return result
+
+    def collect(self, obs: np.ndarray, action: np.ndarray, result: StepResult,
+                step: int) -> None:
+        """Store one transition per task."""
+        self.buffer.add(obs, action, result.reward, result.obs, 1.0 - result.terminated,
+                        self.env.task_ids)
+
+    def end_episode(self, done: int) -> np.ndarray:
+        """Reset every task; check and report the episode's losses; checkpoint when due.
+        Returns the first observations of the next episode."""
+        obs = self.env.reset()
+        self.report_losses(done)
+        if done - self.last_checkpoint >= self.cfg.train.checkpoint_every \
+                and done < self.cfg.train.steps:
+            self.checkpoint(done)
+        return obs
+
+    def report_losses(self, done: int) -> None:
+        """The divergence guard over the losses since the last report, and their means."""
+        if self.losses:
+            means = check_losses(self.losses, self.cfg.sac.critic_loss_guard)
+            self.log.losses(done, means)
+            self.losses = []
+
+    def check_weights(self, step: int) -> None:
+        """No checkpoint or output of a broken model: every weight must be finite."""
+        for name, tensor in self.agent.state_dict().items():
+            if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
+                raise TrainingDiverged(f"training stopped at step {step}: weight {name} is not "
+                                       "finite; nothing was saved")
+
+    def checkpoint(self, done: int) -> None:
+        """Everything a resume needs, in the scratch folder."""
+        self.check_weights(done)
+        self.checkpoints.save(done, {
+            "agent": self.agent.training_state(), "buffer": self.buffer.state_dict(),
+            "rng": self.rng.bit_generator.state, "env": self.env.get_state(),
+            "curve": self.curve, "log_run_id": self.log.run_id})
+        self.last_checkpoint = done
+
+
+def train(cfg: RunConfig, *, scratch_dir: Path | None = None, task_cache: Path | None = None,
+          log: RunLog | None = None, progress: bool = True, runtime: Runtime | None = None,
+          on_eval: Callable[[dict[str, float]], None] | None = None,
+          on_step: Callable[[int], None] | None = None,
+          keep_checkpoint: bool = False) -> TrainResult:
+    """Train one (experiment, seed) run to ``cfg.train.steps`` vector steps.
+
+    If a scratch checkpoint for this exact config exists in ``scratch_dir`` (an interrupted
+    earlier attempt), the run resumes from it. Raises :class:`TrainingDiverged` on a loss
+    blow-up. ``runtime`` (device, threads, update path) defaults to :meth:`Runtime.from_env`;
+    ``log`` receives the curve and the losses as they come. ``on_eval`` gets each evaluation's
+    curve row; ``on_step`` the number of vector steps done after each one (progress views,
+    throughput measurements). The scratch checkpoint is removed at the end unless
+    ``keep_checkpoint`` (the stage removes it once its outputs are written, so a kill while
+    writing them resumes from the last checkpoint).
+    """
+    t0 = time.perf_counter()
+    runtime = runtime or Runtime.from_env()
+    runtime.apply()
+    checkpoints = ResumeCheckpoints(scratch_dir, cfg)
+    training = Training(cfg, runtime, task_cache, checkpoints, log or NoLog())
+    training.resume()
+    training.run(progress, on_eval, on_step)
+    if not keep_checkpoint:
+        checkpoints.remove()
+    agent = training.agent
+    return TrainResult(agent=agent, curve=Curve.frame(training.curve),
+                       parameter_count=agent.parameter_count(),
+                       wall_seconds=time.perf_counter() - t0, resumed_from=training.start)
+
+
+def write_outputs(cfg: RunConfig, result: TrainResult, out_dir: Path) -> None:
+    """The training stage's outputs in ``out_dir``: ``model.pt`` (+ ``model.pt.sha256``),
+    ``curve.csv`` and ``summary.json``.
+
+    Built aside and swapped in whole (:func:`ptsl.core.files.folder_aside`): an interrupted stage
+    never leaves a half-written output, and a failed write (full disk) raises
+    :class:`~ptsl.core.errors.WriteError` leaving nothing behind. Every byte is a function of the
+    config and seed (no wall time, no resume step), so a rerun reproduces the DVC hash; what
+    varies between runs goes to the run's log.
+    """
+    final = result.curve.iloc[-1]
+    summary = Summary(final_step=int(final["step"]), final_success=float(final["success"]),
+                      parameter_count=result.parameter_count, experiment=cfg.name,
+                      seed=cfg.seed, method=cfg.experiment.method,
+                      benchmark=cfg.experiment.benchmark)
+    with folder_aside(out_dir, "training outputs") as tmp:
+        save_agent(result.agent, tmp / "model.pt")
+        Curve.write(tmp / "curve.csv", result.curve)
+        summary.write(tmp / "summary.json")
+        faults.point("outputs")

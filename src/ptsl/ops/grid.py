@@ -1,0 +1,445 @@
+"""The grid: every stale training stage in parallel on Ray, fanned in through DVC's run cache.
+
+``python -m ptsl.ops.grid`` (``make grid``) first checks what the ``validate`` stage checks
+(:mod:`ptsl.ops.validate`), then asks DVC which training stages are stale
+(``dvc status --json``), runs each one with ``dvc repro --single-item`` in its own workspace (a
+clone of the current commit sharing the DVC cache, :mod:`ptsl.ops.workspace`) as a Ray task, and then
+runs a plain ``dvc repro`` in the main workspace, which restores every trained stage from the run
+cache without training it again, evaluates and aggregates. Before that repro the grid drops the
+trained stages' entries from dvc.lock (:func:`adopt_worker_results`): an entry names outputs
+trained elsewhere (the commit's, say from another machine), and DVC restores a stage from its
+entry alone, training it again when those outputs are not in the cache; without an entry it
+looks the stage up in the run cache, where the workers' results are, and records them in the new
+dvc.lock. ``--address`` joins a Ray cluster;
+there a DVC remote is the shared cache (workers ``dvc repro --pull`` then
+``dvc push --run-cache``, the head ``dvc repro --pull``). Workspaces and logs live in the scratch
+folder (``.scratch/grid/``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import re
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from .stage import USER_ERRORS
+from .paths import SCRATCH
+from .tracking import TRACKING_ENV, close_orphans, prepare_store
+from .validate import validate_project
+from .workspace import (StageJob, StageOutcome, WorkspaceError, head_commit, run_job,
+                        uncommitted_inputs)
+
+TRAINING_GROUPS = ("train", "train_ptsl")
+# Variables a worker's stage must see as the head sees them (a cluster node has its own env).
+FORWARDED_ENV = ("PTSL_DEVICE", TRACKING_ENV)
+
+
+class GridError(RuntimeError):
+    """The grid cannot start; the message says why and what to do."""
+
+
+@dataclass(frozen=True)
+class Resources:
+    """Ray resources of one run; ``threads`` is its torch thread count (PTSL_THREADS)."""
+
+    cpus: float
+    gpus: float
+
+    @property
+    def threads(self) -> int:
+        return max(1, math.floor(self.cpus))
+
+
+def _dvc(root: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+    proc = subprocess.run([sys.executable, "-m", "dvc", *args], cwd=root, capture_output=True,
+                          text=True)
+    if check and proc.returncode != 0:
+        raise GridError(f"dvc {' '.join(args)} failed: "
+                        f"{''.join((proc.stderr or proc.stdout).strip().splitlines()[-1:])}")
+    return proc
+
+
+def stale_training_stages(root: Path, groups: Sequence[str] = TRAINING_GROUPS
+                          ) -> tuple[list[str], list[str]]:
+    """Training stages DVC reports as changed (``dvc status --json``), in dvc.yaml order: those
+    to train, and those whose only change is outputs missing from the workspace that the cache
+    holds (``deleted``; not ``not in cache``), which the fan-in's ``dvc repro`` restores as they
+    are, with no worker."""
+    status = json.loads(_dvc(root, "status", "--json").stdout or "{}")
+    train, restore = [], []
+    for key, changes in status.items():
+        name = key.split(":")[-1]
+        if "@" not in name or name.split("@")[0] not in groups:
+            continue
+        cached = all(isinstance(c, dict) and set(c) == {"changed outs"}
+                     and set(c["changed outs"].values()) == {"deleted"} for c in changes)
+        (restore if cached else train).append(name)
+    return train, restore
+
+
+def default_gpus_per_run(total_cpus: float, total_gpus: float, cpus_per_run: float) -> float:
+    """Share the GPUs among as many runs as the CPUs can hold (the environment steps, on the CPU,
+    are the limit), so CPUs and GPUs run out together; 0 without GPUs."""
+    if total_gpus <= 0:
+        return 0.0
+    runs = max(1.0, total_cpus // cpus_per_run)
+    return min(1.0, math.floor(total_gpus / runs * 10_000) / 10_000)
+
+
+def cache_dir(root: Path) -> str:
+    """The main workspace's DVC cache, as an absolute path."""
+    out = _dvc(root, "cache", "dir").stdout.strip()
+    return str((root / out).resolve()) if out else str((root / ".dvc" / "cache").resolve())
+
+
+def default_remote(root: Path) -> str:
+    proc = _dvc(root, "remote", "default", check=False)
+    return proc.stdout.strip() if proc.returncode == 0 else ""
+
+
+class Progress:
+    """Counts of done / running / failed / left, printed whenever they change."""
+
+    def __init__(self, total: int) -> None:
+        self.total, self.done, self.failed = total, 0, 0
+        self.running: set[str] = set()
+        self._last = ""
+
+    def show(self) -> None:
+        left = self.total - self.done - self.failed - len(self.running)
+        line = (f"grid: {self.done} done, {len(self.running)} running, {self.failed} failed, "
+                f"{left} left of {self.total}")
+        if line != self._last:
+            print(line, flush=True)
+            self._last = line
+
+
+def _init_ray(args: argparse.Namespace):
+    import logging
+
+    import ray
+
+    opts = dict(include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING)
+    if args.address:
+        ray.init(address=args.address, **opts)
+    else:
+        workers = args.workers or max(1, int((os.cpu_count() or 1) // args.cpus_per_run))
+        # Our objects are a few small records: a small object store spares /dev/shm.
+        ray.init(num_cpus=workers * args.cpus_per_run, object_store_memory=100 * 2**20, **opts)
+    return ray
+
+
+def _started_board(ray):
+    """A Ray actor the tasks tell when they start, so the view can tell running from queued."""
+
+    @ray.remote(num_cpus=0)
+    class Board:
+        def __init__(self) -> None:
+            self.started: list[str] = []
+
+        def start(self, stage: str) -> None:
+            self.started.append(stage)
+
+        def stages(self) -> list[str]:
+            return self.started
+
+    return Board.remote()
+
+
+def _task(job: StageJob, board) -> StageOutcome:
+    board.start.remote(job.stage)
+    return run_job(job)
+
+
+def fan_out(jobs: list[StageJob], res: Resources, retries: int, ray) -> list[StageOutcome]:
+    """Run ``jobs`` as Ray tasks; print each end and the counts as they change."""
+    board = _started_board(ray)
+    remote = ray.remote(num_cpus=res.cpus, num_gpus=res.gpus, max_retries=retries)(_task)
+    pending = {remote.remote(job, board): job for job in jobs}
+    progress, outcomes = Progress(len(jobs)), []
+    progress.show()
+    try:
+        while pending:
+            ready, _ = ray.wait(list(pending), num_returns=1, timeout=2.0)
+            for ref in ready:
+                job = pending.pop(ref)
+                try:
+                    out = ray.get(ref)
+                except ray.exceptions.RayError as exc:  # the worker died or was killed
+                    first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+                    out = StageOutcome(job.stage, -1, str(job.log), "?", 0.0,
+                                       f"{type(exc).__name__}: {first}")
+                outcomes.append(out)
+                progress.running.discard(job.stage)
+                if out.ok:
+                    progress.done += 1
+                    print(f"done: {out.stage} in {out.seconds:.0f} s on {out.host}", flush=True)
+                else:
+                    progress.failed += 1
+                    print(f"failed: {out.stage} ({out.message}); log: {out.log}", flush=True)
+            finished = {o.stage for o in outcomes}
+            progress.running = {s for s in ray.get(board.stages.remote()) if s not in finished}
+            progress.show()
+    except KeyboardInterrupt:
+        for ref in pending:
+            ray.cancel(ref)  # the task's finally stops its dvc process group
+        print(f"interrupted: {len(pending)} stage(s) cancelled; run again to go on (killed "
+              "stages resume from their scratch checkpoints)", flush=True)
+        raise
+    return outcomes
+
+
+def close_orphaned_runs(uri: str, stages: Sequence[str]) -> None:
+    """A stage killed mid-run leaves its MLflow run RUNNING; mark the failed stages' as KILLED
+    (the stage's next attempt links its run to the killed one)."""
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_uri=uri)
+    exp = client.get_experiment_by_name("train")
+    for stage in stages:
+        close_orphans(client, exp.experiment_id, stage)
+
+
+def _worker_env(res: Resources, tracking: str | None) -> dict[str, str]:
+    env = {k: os.environ[k] for k in FORWARDED_ENV if k in os.environ}
+    # One run's share of the cores: PTSL_THREADS for torch, OMP for the libraries under it.
+    env.update(PTSL_THREADS=str(res.threads), OMP_NUM_THREADS=str(res.threads),
+               MKL_NUM_THREADS=str(res.threads))
+    if tracking:
+        env["MLFLOW_TRACKING_URI"] = tracking
+    return env
+
+
+def adopt_worker_results(root: Path, stages: Sequence[str]) -> None:
+    """Drop ``stages``' entries from the main workspace's dvc.lock, so that the fan-in's
+    ``dvc repro`` takes them from the run cache (where the workers' results are) and writes the
+    workers' outputs into dvc.lock.
+
+    DVC restores a stage whose dvc.lock entry matches its dependencies from that entry only
+    (``StageCache.restore``); when the outputs it names are not in the cache (a dvc.lock
+    committed from another machine: a GPU, another CPU) it runs the stage, never looking at the
+    run cache. With no entry, it restores the run cache's entry for the stage's dependencies and
+    params ("is cached - skipping run"). A worker that restored a stage instead of training it
+    saved that entry too. Uses DVC's own lock file API.
+    """
+    from types import SimpleNamespace
+
+    from dvc.dvcfile import LOCK_FILE, Lockfile
+    from dvc.repo import Repo
+
+    with Repo(str(root)) as repo:
+        lock = Lockfile(repo, str(root / LOCK_FILE))
+        for stage in stages:
+            lock.remove_stage(SimpleNamespace(name=stage))
+
+
+def lock_order(root: Path) -> list[str]:
+    """The stages of dvc.lock, in its order."""
+    from .workspace import lock_stages
+
+    return list(lock_stages(root))
+
+
+def keep_lock_order(root: Path, order: Sequence[str]) -> None:
+    """Put dvc.lock's stages back in ``order`` (new ones after): DVC appends the entries it
+    writes again, and a committed dvc.lock should change only where its contents did."""
+    from dvc.utils.serialize import modify_yaml
+
+    path = root / "dvc.lock"
+    if not path.is_file():
+        return
+    with modify_yaml(path) as data:
+        stages = data.get("stages") or {}
+        rank = {name: i for i, name in enumerate(order)}
+        ordered = type(stages)()
+        for name in sorted(stages, key=lambda n: rank.get(n, len(rank))):
+            ordered[name] = stages[name]
+        data["stages"] = ordered
+
+
+def why_trained(stage: str, worker: Mapping[str, Any] | None, here: Mapping[str, Any] | None,
+                pull: bool) -> str:
+    """Why the fan-in trained ``stage`` although a worker had: what differs between the worker's
+    dvc.lock entry and the one the fan-in wrote, else where the run cache entry went missing."""
+    if worker is None:
+        return f"{stage}: the worker left no dvc.lock entry to compare with"
+    here = here or {}
+    if worker.get("cmd") != here.get("cmd"):
+        return (f"{stage}: its command differs (worker: {worker.get('cmd')!r}, "
+                f"here: {here.get('cmd')!r})")
+
+    def deps(entry: Mapping[str, Any]) -> dict[str, Any]:
+        return {d["path"]: d.get("md5") for d in entry.get("deps") or []}
+
+    theirs, ours = deps(worker), deps(here)
+    for path in sorted(set(theirs) | set(ours)):
+        if theirs.get(path) != ours.get(path):
+            return (f"{stage}: dependency {path} differs between the worker and here "
+                    f"(md5 {theirs.get(path)} there, {ours.get(path)} here)")
+    if (worker.get("params") or {}) != (here.get("params") or {}):
+        return f"{stage}: its params differ between the worker and here"
+    where = ("the DVC remote (see `dvc push --run-cache` in the worker's log)" if pull
+             else "the shared DVC cache")
+    return (f"{stage}: same dependencies and params as the worker's run, but the run cache here "
+            f"had no entry for them: the worker's did not reach {where}")
+
+
+def fan_in(root: Path, succeeded: Sequence[StageOutcome], cached: Sequence[str], failed: bool,
+           pull: bool) -> int:
+    """The main workspace's ``dvc repro``: restores the stages the workers ran from the run
+    cache (their dvc.lock entries dropped first, :func:`adopt_worker_results`) and the
+    ``cached`` ones from the cache. After a failure only those are restored (``--single-item``),
+    so a rerun finds just the failed ones stale. Returns 0 when no training stage was trained
+    here."""
+    cmd = ["repro", *(["--pull"] if pull else [])]
+    if failed:
+        targets = [*(o.stage for o in succeeded), *cached]
+        if not targets:
+            return 0
+        cmd += ["--single-item", *targets]
+    order = lock_order(root)
+    adopt_worker_results(root, [o.stage for o in succeeded])
+    print(f"$ dvc {' '.join(cmd)}", flush=True)
+    # Stage commands call `python`: this interpreter's, as in the workers.
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    proc = subprocess.Popen([sys.executable, "-m", "dvc", *cmd], cwd=root, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines = []
+    for line in proc.stdout:
+        print(line, end="", flush=True)
+        lines.append(line)
+    rc = proc.wait()
+    keep_lock_order(root, order)
+    if rc != 0:
+        print(f"error: dvc {' '.join(cmd)} failed (exit {rc})", file=sys.stderr)
+        return rc
+    trained = trained_here("".join(lines))
+    if trained:
+        from .workspace import lock_entry
+
+        by_worker = {o.stage: o for o in succeeded}
+        print(f"error: dvc repro trained {', '.join(trained)} here instead of restoring what the "
+              "workers trained from the run cache:", file=sys.stderr)
+        for stage in trained:
+            why = (why_trained(stage, by_worker[stage].lock, lock_entry(root, stage), pull)
+                   if stage in by_worker else f"{stage}: no worker ran it (its outputs were "
+                   "in the cache, or it was up to date, when the grid asked `dvc status`)")
+            print(f"  {why}", file=sys.stderr)
+        return 3
+    return 0
+
+
+def trained_here(repro_output: str, groups: Sequence[str] = TRAINING_GROUPS) -> list[str]:
+    """Training stages that a ``dvc repro`` output says it ran (not restored from the run cache)."""
+    ran = re.findall(r"Running stage '([^']+)'", repro_output)
+    return [s for s in ran if s.split("@")[0] in groups]
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(prog="python -m ptsl.ops.grid", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--workers", type=int, default=0,
+                    help="local Ray: runs at once (default: the CPU cores / --cpus-per-run)")
+    ap.add_argument("--cpus-per-run", type=float, default=1.0,
+                    help="Ray CPUs per run; also its torch threads (default 1)")
+    ap.add_argument("--gpus-per-run", type=float, default=None,
+                    help="Ray GPU fraction per run (default: the GPUs shared by as many runs as "
+                         "the CPUs hold; 0 without GPUs)")
+    ap.add_argument("--address", default=None,
+                    help="join this Ray cluster (e.g. ray://head:10001 or auto); a DVC default "
+                         "remote is then the shared cache")
+    ap.add_argument("--retries", type=int, default=0,
+                    help="Ray retries of a stage whose worker died (it resumes from its scratch "
+                         "checkpoint; default 0: report it)")
+    ap.add_argument("--dry", action="store_true", help="list the stale training stages and exit")
+    args = ap.parse_args(argv)
+    if args.cpus_per_run <= 0:
+        ap.error(f"--cpus-per-run: must be > 0, got {args.cpus_per_run}")
+    if args.gpus_per_run is not None and not 0 <= args.gpus_per_run <= 1:
+        ap.error(f"--gpus-per-run: must be in [0, 1], got {args.gpus_per_run}")
+    if args.workers < 0:
+        ap.error(f"--workers: must be >= 1, got {args.workers}")
+    return args
+
+
+def run(args: argparse.Namespace, root: Path) -> int:
+    """The whole command; returns the exit status."""
+    if not (root / "dvc.yaml").is_file():
+        raise GridError(f"no dvc.yaml in {root}: run the grid from the project root")
+    # The workers run `dvc repro --single-item`, which skips the validate stage: check here what
+    # it checks, before any worker removes an output.
+    validate_project(root)
+    stages, cached = stale_training_stages(root)
+    if args.dry:
+        print(f"{len(stages)} stale training stage(s)" + "".join(f"\n  {s}" for s in stages))
+        if cached:
+            print(f"{len(cached)} training stage(s) restored from the cache by the final "
+                  f"dvc repro: {', '.join(cached)}")
+        return 0
+    pull = bool(args.address)
+    if pull and not default_remote(root):
+        raise GridError("--address needs a DVC default remote as the cluster's shared cache: "
+                        "`dvc remote add -d <name> <url>` (committed, or in .dvc/config.local "
+                        "on every node)")
+    outcomes: list[StageOutcome] = []
+    if stages:
+        dirty = uncommitted_inputs(root)
+        if dirty:
+            raise GridError(f"uncommitted changes in {', '.join(dirty[:5])}"
+                            f"{' ...' if len(dirty) > 5 else ''}: workers run the commit "
+                            "(git clone), so commit or stash them first")
+        tracking = prepare_store(("train",), root)
+        ray = _init_ray(args)
+        try:
+            total = ray.cluster_resources()
+            gpus = args.gpus_per_run
+            if gpus is None:
+                gpus = default_gpus_per_run(total.get("CPU", 1), total.get("GPU", 0),
+                                            args.cpus_per_run)
+            res = Resources(args.cpus_per_run, gpus)
+            print(f"grid: {len(stages)} training stage(s) on Ray ({total.get('CPU', 0):g} CPUs, "
+                  f"{total.get('GPU', 0):g} GPUs); per run {res.cpus:g} CPU, {res.gpus:g} GPU, "
+                  f"{res.threads} torch thread(s)", flush=True)
+            common = dict(repo=str(root), commit=head_commit(root),
+                          cache="" if pull else cache_dir(root),
+                          scratch=str((root / SCRATCH).resolve()), remote=pull,
+                          env=_worker_env(res, tracking))
+            jobs = [StageJob(stage=s, **common) for s in stages]
+            t0 = time.perf_counter()
+            outcomes = fan_out(jobs, res, args.retries, ray)
+            print(f"grid: fan-out {len(jobs)} stage(s) in {time.perf_counter() - t0:.0f} s",
+                  flush=True)
+            if tracking:
+                close_orphaned_runs(tracking, [o.stage for o in outcomes if not o.ok])
+        finally:
+            ray.shutdown()
+    failed = [o for o in outcomes if not o.ok]
+    rc = fan_in(root, [o for o in outcomes if o.ok], cached, bool(failed), pull)
+    if failed:
+        print(f"error: {len(failed)} training stage(s) failed: "
+              + "; ".join(f"{o.stage} (log: {o.log})" for o in failed), file=sys.stderr)
+        print("run `python -m ptsl.ops.grid` again to run only what is still stale", file=sys.stderr)
+        return 1
+    return rc
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    try:
+        return run(args, Path.cwd().resolve())
+    except (GridError, WorkspaceError, *USER_ERRORS) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

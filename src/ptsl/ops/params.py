@@ -1,0 +1,371 @@
+"""``params.yaml``: read, validated as a whole, and resolved into each stage's run config.
+
+Every section is a pydantic model (:mod:`ptsl.core.config` for those of one run, the others
+here); :func:`parse_params` checks what spans sections (runs and tables name known experiments,
+seeds, the top-level ``pal_dim``, every budget preset) and reports the first problem as one
+:class:`ConfigError` line naming the dotted key and what is allowed, before any stage touches an
+output. :func:`run_config` resolves one (experiment, seed) stage through
+:func:`ptsl.core.config.resolve_run`, the code a training stage's cache key holds.
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+import typing
+from pathlib import Path
+from typing import Any, Literal, Mapping, MutableMapping
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, StrictStr, TypeAdapter, ValidationError
+
+from ..core.config import (MAX_SEED, Count, EnvConfig, EvaluateConfig, ExperimentConfig,
+                           RunConfig, SACConfig, Section, Seed, TrainConfig, config_error,
+                           resolve_run, section)
+from ..core.errors import ConfigError
+
+# Experiment and table names become DVC stage names, file names and dotted params keys
+# (`experiments.<name>`), so they hold no dot, slash, space or `@`.
+NAME_PATTERN = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_-]*")
+
+
+class RunsConfig(Section):
+    """Which experiments the pipeline trains: plain methods and PTSL methods in separate groups."""
+
+    plain: tuple[StrictStr, ...] = ()
+    ptsl: tuple[StrictStr, ...] = ()
+
+
+class TableConfig(Section):
+    """One table of the paper: its rows (experiments) and the step it reports.
+
+    ``at: short`` reports ``train.steps`` over all ``seeds``; ``at: long`` reports
+    ``train.long_steps`` over ``long_seeds``. Both read the same runs' evaluation curves.
+    """
+
+    title: StrictStr
+    rows: tuple[StrictStr, ...]
+    at: Literal["short", "long"] = "short"
+
+
+class ReportConfig(Section):
+    """Aggregation settings."""
+
+    primary: Literal["final", "best"] = Field("final", description="final: success at the "
+                                                                   "reported step; best: best "
+                                                                   "so far")
+    bootstrap_reps: Count = 2000
+
+
+class Params(BaseModel):
+    """The whole of ``params.yaml``, validated (:func:`parse_params`)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    env: EnvConfig
+    sac: SACConfig
+    train: TrainConfig
+    evaluate: EvaluateConfig
+    experiments: dict[str, ExperimentConfig]
+    runs: RunsConfig
+    seeds: tuple[int, ...]
+    long_seeds: tuple[int, ...]
+    pal_dim: int = Field(50, description="PTSL rank of the experiments without their own; at "
+                                         "most the smallest hidden_dim among them")
+    tables: dict[str, TableConfig] = {}
+    report: ReportConfig = ReportConfig()
+    budget: str = "small"
+    budgets: dict[str, dict[str, Any]] = {}
+
+    def experiment(self, name: str) -> ExperimentConfig:
+        """The experiment ``name``; an unknown one is a :class:`ConfigError` listing the known."""
+        if name not in self.experiments:
+            raise ConfigError(f"--exp: unknown experiment {name!r}; allowed: "
+                              f"{', '.join(self.experiments)}")
+        return self.experiments[name]
+
+    @property
+    def trained(self) -> tuple[str, ...]:
+        """Every experiment the pipeline trains, plain then PTSL."""
+        return self.runs.plain + self.runs.ptsl
+
+    def table_step(self, table: TableConfig) -> int:
+        """The vector step a table reports."""
+        return self.train.long_steps if table.at == "long" else self.train.steps
+
+    def table_seeds(self, table: TableConfig) -> tuple[int, ...]:
+        return self.long_seeds if table.at == "long" else self.seeds
+
+
+def run_config(params: Params, experiment: str, seed: int) -> RunConfig:
+    """The config of training stage (``experiment``, ``seed``)."""
+    return resolve_run(experiment, seed, params.experiment(experiment), params.env, params.sac,
+                       params.train, params.pal_dim, params.long_seeds)
+
+
+def stage_group(params: Params, experiment: str) -> bool:
+    """Whether ``experiment``'s stages are in the PTSL group (``train_ptsl@``...): the PTSL
+    experiments that read the top-level pal_dim."""
+    return params.experiment(experiment).reads_pal_dim
+
+
+# --------------------------------------------------------------------------------------------
+# Parsing
+
+
+def _check_name(name: Any, key: str, what: str) -> str:
+    """Experiment and table names: DVC stage names, file names and dotted params keys."""
+    if not isinstance(name, str) or not NAME_PATTERN.fullmatch(name):
+        raise ConfigError(f"{key}: {what} name {name!r} is not allowed; allowed: letters, "
+                          "digits, _ and - (no dot, slash, space or @)")
+    return name
+
+
+def _check_unique(names: tuple[str, ...], key: str) -> None:
+    seen: set[str] = set()
+    for name in names:
+        if name in seen:
+            raise ConfigError(f"{key}: {name!r} is listed twice; each experiment once")
+        seen.add(name)
+
+
+_TOP = {"seeds": TypeAdapter(tuple[Seed, ...]), "long_seeds": TypeAdapter(tuple[Seed, ...]),
+        "pal_dim": TypeAdapter(Count), "budget": TypeAdapter(StrictStr)}
+
+
+def _top(raw: Mapping[str, Any], name: str) -> Any:
+    """One top-level value that is not a section, type- and range-checked."""
+    value = raw.get(name, Params.model_fields[name].default)
+    try:
+        return _TOP[name].validate_python(value)
+    except ValidationError as exc:
+        raise config_error(exc, Params, name) from None
+
+
+def _experiment(name: str, data: Any) -> ExperimentConfig:
+    key = f"experiments.{name}"
+    if isinstance(data, Mapping) and "name" in data:  # set from the key, never from the file
+        allowed = [f for f in ExperimentConfig.model_fields if f != "name"]
+        raise ConfigError(f"{key}.name: unknown key; allowed: {', '.join(allowed)}")
+    return section(ExperimentConfig, data, key).model_copy(update={"name": name})
+
+
+def _seed_list(raw: Mapping[str, Any], key: str) -> tuple[int, ...]:
+    if key not in raw:
+        raise ConfigError(f"{key}: missing required key")
+    seeds = _top(raw, key)
+    if not seeds or len(set(seeds)) != len(seeds):
+        raise ConfigError(f"{key}: expected a non-empty list of distinct integers, got {list(seeds)}")
+    return seeds
+
+
+def parse_params(raw: Any, check_presets: bool = True) -> Params:
+    """Validate the whole params mapping (as loaded from YAML) into :class:`Params`.
+
+    With ``check_presets`` every budget preset is applied to a copy and validated too, so a typo
+    in the paper budget fails now, not hours into a run.
+    """
+    if not isinstance(raw, Mapping):
+        raise ConfigError("params.yaml: expected a mapping at the top level")
+    top = set(Params.model_fields)
+    unknown = sorted(set(raw) - top)
+    if unknown:
+        raise ConfigError(f"{unknown[0]}: unknown key; allowed: {', '.join(sorted(top))}")
+    for required in ("env", "sac", "train", "experiments", "runs", "seeds", "long_seeds"):
+        if required not in raw:
+            raise ConfigError(f"{required}: missing required key")
+    experiments_raw = raw["experiments"]
+    if not isinstance(experiments_raw, Mapping) or not experiments_raw:
+        raise ConfigError("experiments: expected a non-empty mapping of experiment name -> settings")
+    experiments = {_check_name(name, "experiments", "experiment"): _experiment(name, data)
+                   for name, data in experiments_raw.items()}
+    for name, exp in experiments.items():
+        if exp.matches is not None and exp.matches not in experiments:
+            raise ConfigError(f"experiments.{name}.matches: unknown experiment {exp.matches!r}; "
+                              f"allowed: {', '.join(experiments)}")
+    runs = section(RunsConfig, raw["runs"], "runs")
+    if not runs.plain and not runs.ptsl:
+        raise ConfigError("runs: nothing to train; allowed: at least one experiment in "
+                          "runs.plain or runs.ptsl")
+    for group, names in (("plain", runs.plain), ("ptsl", runs.ptsl)):
+        _check_unique(names, f"runs.{group}")
+        for name in names:
+            if name not in experiments:
+                raise ConfigError(f"runs.{group}: unknown experiment {name!r}; allowed: "
+                                  f"{', '.join(experiments)}")
+            reads = experiments[name].reads_pal_dim
+            if reads != (group == "ptsl"):
+                raise ConfigError(
+                    f"runs.{group}: experiment {name!r} belongs in runs.{'ptsl' if reads else 'plain'}"
+                    " (runs.ptsl holds exactly the PTSL experiments that read the top-level "
+                    "pal_dim; one with its own pal_dim goes in runs.plain)")
+    seeds = _seed_list(raw, "seeds")
+    long_seeds = _seed_list(raw, "long_seeds")
+    if not set(long_seeds) <= set(seeds):
+        raise ConfigError(f"long_seeds: must be a subset of seeds {list(seeds)}, got {list(long_seeds)}")
+    pal_dim = _top(raw, "pal_dim")
+    readers = [e for e in experiments.values() if e.reads_pal_dim]
+    if readers:
+        smallest = min(readers, key=lambda e: e.hidden_dim)
+        if pal_dim > smallest.hidden_dim:
+            raise ConfigError(f"pal_dim: must be <= {smallest.hidden_dim}, the hidden_dim of "
+                              f"experiment {smallest.name} which reads it; got {pal_dim}")
+    train = section(TrainConfig, raw["train"], "train")
+    if train.long_steps < train.steps:
+        raise ConfigError(f"train.long_steps: must be >= train.steps ({train.steps}), "
+                          f"got {train.long_steps}")
+    for key in ("steps", "long_steps"):
+        if getattr(train, key) % train.eval_every:
+            raise ConfigError(f"train.{key}: must be a multiple of train.eval_every "
+                              f"({train.eval_every}) so that the reported step is evaluated")
+    tables = _parse_tables(raw.get("tables"), experiments, set(runs.plain) | set(runs.ptsl))
+    budgets = raw.get("budgets") or {}
+    if not isinstance(budgets, Mapping):
+        raise ConfigError("budgets: expected a mapping of budget name -> {dotted.key: value}")
+    budget = _top(raw, "budget")
+    if budgets and budget not in budgets:
+        raise ConfigError(f"budget: unknown budget {budget!r}; allowed: {', '.join(budgets)}")
+    params = Params(
+        env=section(EnvConfig, raw["env"], "env"),
+        sac=section(SACConfig, raw["sac"], "sac"),
+        train=train,
+        evaluate=section(EvaluateConfig, raw.get("evaluate"), "evaluate"),
+        experiments=experiments,
+        runs=runs,
+        seeds=seeds,
+        long_seeds=long_seeds,
+        pal_dim=pal_dim,
+        tables=tables,
+        report=section(ReportConfig, raw.get("report"), "report"),
+        budget=budget,
+        budgets={str(k): dict(v) for k, v in budgets.items()},
+    )
+    if check_presets:  # after the active values, so their errors are reported first
+        for name, preset in budgets.items():
+            try:
+                parse_params(apply_preset(raw, preset, f"budgets.{name}"), check_presets=False)
+            except ConfigError as exc:
+                raise ConfigError(f"budgets.{name}: {exc}") from None
+    return params
+
+
+def _parse_tables(raw: Any, experiments: Mapping[str, ExperimentConfig],
+                  trained: set[str]) -> dict[str, TableConfig]:
+    if raw is None:
+        return {}
+    if not isinstance(raw, Mapping):
+        raise ConfigError("tables: expected a mapping of table name -> {title, rows, at}")
+    tables = {}
+    for name, data in raw.items():
+        key = f"tables.{name}"
+        _check_name(name, "tables", "table")
+        table = section(TableConfig, data, key)
+        if not table.rows:
+            raise ConfigError(f"{key}.rows: expected at least one experiment")
+        _check_unique(table.rows, f"{key}.rows")
+        for row in table.rows:
+            if row not in trained:
+                raise ConfigError(f"{key}.rows: {row!r} is not trained (runs.plain or runs.ptsl); "
+                                  f"allowed: {', '.join(sorted(trained))}")
+            if table.at == "long" and not experiments[row].long:
+                raise ConfigError(f"{key}.rows: {row!r} must set long: true to be reported at "
+                                  "train.long_steps")
+        if len({experiments[r].benchmark for r in table.rows}) > 1:
+            raise ConfigError(f"{key}.rows: all rows must share one benchmark")
+        tables[str(name)] = table
+    return tables
+
+
+# --------------------------------------------------------------------------------------------
+# Budget presets
+
+
+def dotted_parent(root: MutableMapping[str, Any], dotted: str,
+                  key: str) -> tuple[MutableMapping[str, Any], str]:
+    """The mapping inside ``root`` that holds ``a.b.leaf``, and ``leaf``; a path that does not
+    exist is a :class:`ConfigError` under ``key`` (presets may only set existing keys)."""
+    *parents, leaf = dotted.split(".")
+    node: Any = root
+    for part in parents:
+        node = node.get(part) if isinstance(node, Mapping) else None
+    if not isinstance(node, MutableMapping) or leaf not in node:
+        raise ConfigError(f"{key}.{dotted}: no such key in params.yaml")
+    return node, leaf
+
+
+def apply_preset(raw: Mapping[str, Any], preset: Any, key: str) -> dict[str, Any]:
+    """A copy of ``raw`` with a budget preset's ``dotted.key: value`` entries applied."""
+    if not isinstance(preset, Mapping):
+        raise ConfigError(f"{key}: expected a mapping of dotted.key -> value")
+    out = copy.deepcopy(dict(raw))
+    for dotted, value in preset.items():
+        node, leaf = dotted_parent(out, str(dotted), key)
+        node[leaf] = copy.deepcopy(value)
+    out["budget"] = key.split(".")[-1]
+    return out
+
+
+def preset_matches(params: Params) -> bool:
+    """Whether the active values are exactly the named budget's preset (else: modified)."""
+    preset = params.budgets.get(params.budget, {})
+    for dotted, value in preset.items():
+        node: Any = params
+        for part in dotted.split("."):
+            node = getattr(node, part)
+        if (list(node) if isinstance(node, tuple) else node) != value:
+            return False
+    return True
+
+
+# --------------------------------------------------------------------------------------------
+# The file
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """YAML's safe loader, except that a key given twice in one mapping is an error (plain YAML
+    keeps the last one silently, so a pasted experiment would hide another)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if not isinstance(key, typing.Hashable):
+                continue  # the base class reports an unhashable key itself
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"duplicate key {key!r}", key_node.start_mark)
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
+def _yaml_problem(exc: yaml.YAMLError) -> str:
+    """One line from a YAML error: what is wrong and where (PyYAML's message spans lines)."""
+    problem = getattr(exc, "problem", None) or getattr(exc, "context", None) or str(exc)
+    mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+    where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+    return where + " ".join(str(problem).split())
+
+
+def read_yaml(path: str | Path) -> Any:
+    """A YAML file's content; a file that is not valid YAML (or repeats a key) is a
+    :class:`ConfigError` naming the file, the line and the problem in one line."""
+    path = Path(path)
+    try:
+        return yaml.load(path.read_text(), Loader=_UniqueKeyLoader)  # noqa: S506 - a safe loader
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML ({_yaml_problem(exc)})") from None
+    except (UnicodeDecodeError, OSError) as exc:
+        raise ConfigError(f"{path}: unreadable ({type(exc).__name__}: {exc})") from None
+
+
+def load_params(path: str | Path = "params.yaml") -> Params:
+    """Read and validate a params file; a missing or malformed file is a :class:`ConfigError`."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"{path}: params file not found")
+    return parse_params(read_yaml(path))
+
+
+__all__ = ["MAX_SEED", "Params", "ReportConfig", "RunsConfig", "TableConfig", "apply_preset",
+           "dotted_parent", "load_params", "parse_params", "preset_matches", "read_yaml",
+           "run_config", "stage_group"]

@@ -1,0 +1,37 @@
+"""Where the pipeline reads and writes, relative to the project root (the stage's cwd).
+
+``PTSL_SCRATCH`` moves the scratch folder: the grid's workers (``python -m ptsl.ops.grid``) point
+it at the main project's, so a stage killed in one worker workspace resumes in the next one.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from ..core.records import run_id
+
+#: The project's checkout (src/ptsl/ops/ -> the root), for the API run from anywhere.
+PROJECT_ROOT = Path(__file__).resolve().parents[3]
+PROJECT_PARAMS = PROJECT_ROOT / "params.yaml"
+RUNS = Path("data/runs")          # train outputs: <exp>-<seed>/{model.pt,curve.csv,summary.json}
+EVALS = Path("data/eval")         # evaluate outputs: <exp>-<seed>.json
+VIDEOS = Path("data/videos")      # evaluate outputs: <exp>-<seed>/{<task>.gif,<task>.png,index.json}
+REPORTS = Path("reports")
+SCRATCH = Path(os.environ.get("PTSL_SCRATCH") or ".scratch")  # ignored: resume checkpoints, task cache
+RESUME = SCRATCH / "resume"
+TASK_CACHE = SCRATCH / "tasks"
+PUBLISHED = Path("data/published.yaml")  # published numbers shown beside ours
+EMBEDDINGS = Path("data/task_embeddings/metaworld-mt50.json")  # CARE's task descriptions
+# The validate stage's output (constant content, in git): every other stage depends on it, so
+# DVC runs validate first and a passing validation never makes another stage stale.
+VALIDATED = Path("data/validated.json")
+# The pins of the packages that compute the results: training and evaluation depend on this
+# file, and every machine that runs them must run exactly these versions.
+COMPUTE_PINS = Path("requirements/compute.txt")
+
+
+def stage_id(kind: str, experiment: str, seed: int, ptsl_group: bool) -> str:
+    """The DVC stage of a run: ``train@mt10_mtsac-1``, or ``train_ptsl@...`` for the experiments
+    in ``runs.ptsl`` (those reading the top-level pal_dim); ``kind`` is train or evaluate."""
+    return f"{kind}{'_ptsl' if ptsl_group else ''}@{run_id(experiment, seed)}"

@@ -1,0 +1,35 @@
+"""What the stage scripts share: one clear line and a non-zero exit on bad input or a failed
+check, instead of a traceback."""
+
+from __future__ import annotations
+
+import signal
+import sys
+from typing import Callable
+
+from ..core.errors import (ConfigError, CorruptFileError, EnvCheckError, TrainingDiverged,
+                           WriteError)
+from .tracking import TrackingError
+
+# Errors whose message already says what is wrong and what to do.
+USER_ERRORS = (ConfigError, FileNotFoundError, EnvCheckError, TrainingDiverged, CorruptFileError,
+               WriteError, TrackingError)
+
+
+def run_stage(main: Callable[[], None]) -> None:
+    """Run ``main``; a user-facing error prints ``error: <message>`` and exits with 2."""
+    # `kill` (SIGTERM, also what DVC and schedulers send) unwinds like Ctrl-C, so the stage ends
+    # its MLflow run as KILLED and writes nothing half-done.
+    signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        main()
+    except USER_ERRORS as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(2)
+    except KeyboardInterrupt:
+        print("error: interrupted; `dvc repro` resumes from the last checkpoint", file=sys.stderr)
+        sys.exit(130)
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt

@@ -1,0 +1,200 @@
+"""Report figures: success curves with bootstrap bands, and per-task success heatmaps (PNG)."""
+
+from __future__ import annotations
+
+import io
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+# The object-oriented Figure API needs no pyplot: no global figure registry and no backend switch,
+# so these functions are safe to call from any process (saving a PNG uses the Agg renderer).
+from matplotlib import colormaps
+from matplotlib.figure import Figure
+from matplotlib.ticker import FuncFormatter
+
+from ..core.files import write_atomic
+
+_VERSION_SUFFIX = re.compile(r"-v\d+$")
+
+
+def _save_png_atomic(fig: Figure, path: Path) -> None:
+    """Render in memory, then write atomically: readers never see half a PNG."""
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    write_atomic(path, buf.getvalue(), "figure")
+
+
+def _label(experiment: str, i: int, labels: Mapping[str, str] | Sequence[str] | None) -> str:
+    if labels is None:
+        return experiment
+    if isinstance(labels, Mapping):
+        return labels.get(experiment, experiment)
+    return labels[i]
+
+
+def _colors(n: int) -> list:
+    # Qualitative maps keep neighbouring lines distinguishable; tab20 only beyond ten lines.
+    cmap = colormaps["tab10" if n <= 10 else "tab20"]
+    return [cmap(i % cmap.N) for i in range(n)]
+
+
+def seed_mean_band(values: np.ndarray, reps: int, rng: np.random.Generator,
+                   confidence: float = 0.95) -> tuple[float, float, float]:
+    """Mean over seeds and its percentile-bootstrap interval (resampling seeds with replacement).
+
+    With one seed the interval collapses to the mean itself.
+    """
+    v = np.asarray(values, dtype=float)
+    v = v[~np.isnan(v)]
+    if v.size == 0:
+        raise ValueError("no values to average")
+    mean = float(v.mean())
+    if v.size == 1:
+        return mean, mean, mean
+    means = v[rng.integers(0, v.size, size=(reps, v.size))].mean(axis=1)
+    tail = 50.0 * (1.0 - confidence)
+    low, high = np.percentile(means, [tail, 100.0 - tail])
+    return mean, float(low), float(high)
+
+
+def plot_curves(curves: pd.DataFrame, experiments: Sequence[str], path: Path, title: str,
+                reps: int, rng: np.random.Generator, mark_step: int | None = None,
+                labels: Mapping[str, str] | Sequence[str] | None = None) -> None:
+    """Mean evaluation success over seeds per step, one line per experiment, with 95% bands.
+
+    ``curves`` is ``report.collect(...).curves`` (columns experiment, seed, step, success, ...).
+    The band is a percentile bootstrap over seeds of the mean at each step (``reps`` replicates
+    drawn from ``rng``). ``mark_step`` draws a dashed vertical line at the reported step.
+    ``labels`` renames experiments in the legend (a mapping, or a sequence aligned with
+    ``experiments``).
+    """
+    if not isinstance(rng, np.random.Generator):
+        raise TypeError(f"rng must be a numpy.random.Generator, got {type(rng).__name__}")
+    if len(experiments) == 0:
+        raise ValueError("no experiments to plot")
+    if labels is not None and not isinstance(labels, Mapping) and len(labels) != len(experiments):
+        raise ValueError(f"{len(labels)} labels for {len(experiments)} experiments")
+    present = set(curves["experiment"].unique())
+    absent = [e for e in experiments if e not in present]
+    if absent:
+        raise ValueError(f"no curves for experiments {absent} (present: {sorted(present)})")
+
+    # A legend beside the axes stays readable with many lines instead of covering the curves.
+    outside = len(experiments) > 4
+    fig = Figure(figsize=(9.5 if outside else 7, 4.2), dpi=120, layout="constrained")
+    ax = fig.add_subplot()
+    band_alpha = 0.18 if len(experiments) <= 4 else 0.1  # overlapping bands stay see-through
+    for i, (exp, color) in enumerate(zip(experiments, _colors(len(experiments)))):
+        run = curves[curves["experiment"] == exp]
+        dup = run.duplicated(["seed", "step"])
+        if dup.any():
+            bad = run.loc[dup, ["seed", "step"]].iloc[0]
+            raise ValueError(f"experiment {exp!r} seed {bad['seed']} has more than one "
+                             f"evaluation at step {bad['step']}")
+        # Steps where only some seeds were evaluated are averaged over the seeds that were.
+        by_step = run.pivot(index="step", columns="seed", values="success").sort_index()
+        stats = np.array([seed_mean_band(row, reps, rng) for row in by_step.to_numpy()])
+        steps = by_step.index.to_numpy()
+        style = "-" if i < 10 else "--"
+        ax.plot(steps, stats[:, 0], color=color, ls=style, lw=1.8, label=_label(exp, i, labels))
+        ax.fill_between(steps, stats[:, 1], stats[:, 2], color=color, alpha=band_alpha, lw=0)
+    if mark_step is not None:
+        ax.axvline(mark_step, color="0.3", ls="--", lw=1.0, label=f"reported step ({mark_step:,})")
+    ax.set_xlabel("vector steps per task")
+    # Plain thousands (1,000,000) rather than matplotlib's 1e6 offset text for long budgets.
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
+    ax.set_ylabel("evaluation success rate")
+    # A small margin keeps lines at exactly 0 or 1 from being hidden by the axes' spines.
+    ax.set_ylim(-0.02, 1.02)
+    ax.set_title(title, fontsize=10)
+    ax.grid(alpha=0.3)
+    if outside:
+        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
+    else:
+        ax.legend(fontsize=8, loc="upper left")
+    _save_png_atomic(fig, path)
+
+
+def short_task_name(name: str) -> str:
+    """``success/pick-place-v3`` or ``pick-place-v3`` -> ``pick-place``."""
+    return _VERSION_SUFFIX.sub("", name.removeprefix("success/"))
+
+
+def plot_task_heatmap(matrix: np.ndarray, row_labels: Sequence[str], task_names: Sequence[str],
+                      path: Path, title: str) -> None:
+    """Per-task success heatmap: one row per table row (experiment), one column per task.
+
+    ``matrix[i, j]`` is the mean success over seeds of row ``i`` on task ``j``, drawn on a fixed
+    0..1 colour scale (NaN cells are grey). Cells carry their value when there are at most 12
+    tasks; with more (MT50) the figure widens so every task label stays readable.
+    """
+    m = np.asarray(matrix, dtype=float)
+    if m.ndim != 2 or m.size == 0:
+        raise ValueError(f"matrix must be a non-empty rows x tasks array, got shape {m.shape}")
+    if m.shape != (len(row_labels), len(task_names)):
+        raise ValueError(f"matrix shape {m.shape} does not match {len(row_labels)} row labels "
+                         f"x {len(task_names)} task names")
+    n_rows, n_cols = m.shape
+    annotate = n_cols <= 12
+    names = [short_task_name(t) for t in task_names]
+    # Size the figure from the cell grid plus room for the labels (inches, ~0.07 per character),
+    # so 50 narrow columns get as much room as 10 wide ones instead of being squeezed.
+    cell_w, cell_h = (0.75, 0.45) if annotate else (0.3, 0.32)
+    label_w = 0.07 * max(len(s) for s in row_labels) + 0.3
+    label_h = 0.055 * max(len(s) for s in names) + 0.3
+    width = max(5.0, label_w + cell_w * n_cols + 1.2)
+    height = max(2.5, label_h + cell_h * n_rows + 0.7)
+    fig = Figure(figsize=(width, height), dpi=120, layout="constrained")
+    ax = fig.add_subplot()
+    cmap = colormaps["viridis"].with_extremes(bad="0.85")
+    im = ax.imshow(np.ma.masked_invalid(m), cmap=cmap, vmin=0.0, vmax=1.0, aspect="auto",
+                   interpolation="nearest")
+    ax.set_xticks(np.arange(n_cols), names, rotation=60, ha="right", rotation_mode="anchor",
+                  fontsize=8)
+    ax.set_yticks(np.arange(n_rows), list(row_labels), fontsize=8)
+    ax.tick_params(length=0)
+    if annotate:
+        for (i, j), v in np.ndenumerate(m):
+            if np.isfinite(v):
+                # viridis is dark below ~0.6: white text there, black on the light end.
+                ax.text(j, i, f"{v:.2f}", ha="center", va="center", fontsize=7,
+                        color="white" if v < 0.6 else "black")
+    ax.set_title(title, fontsize=10)
+    cbar = fig.colorbar(im, ax=ax, fraction=0.05 if annotate else 0.02, pad=0.01)
+    cbar.set_label("success rate", fontsize=8)
+    cbar.ax.tick_params(labelsize=7)
+    _save_png_atomic(fig, path)
+
+
+def plot_contact_sheet(rows: Sequence[tuple[str, Sequence[tuple[str, np.ndarray, bool]]]],
+                       path: Path, title: str, columns: int = 10) -> None:
+    """Rollout stills: one block per table row, one tile per task (the episode's last frame).
+
+    ``rows`` holds ``(row label, [(task name, frame (H, W, 3) uint8, success), ...])``; a block
+    wraps after ``columns`` tiles (MT50: five lines of ten). A tile's caption is the short task
+    name, marked ``✓`` when the episode succeeded.
+    """
+    if not rows or any(not tiles for _, tiles in rows):
+        raise ValueError("every row of a contact sheet needs at least one frame")
+    cols = min(columns, max(len(tiles) for _, tiles in rows))
+    lines = [-(-len(tiles) // cols) for _, tiles in rows]  # ceil: tile lines per block
+    tile = 1.1  # inches per tile, caption included
+    fig = Figure(figsize=(tile * cols, 0.4 + sum(tile * n + 0.3 for n in lines)), dpi=100,
+                 layout="constrained")
+    fig.suptitle(title, fontsize=10)
+    blocks = fig.subfigures(len(rows), 1, height_ratios=[tile * n + 0.3 for n in lines],
+                            squeeze=False)[:, 0]
+    for block, (label, tiles), n in zip(blocks, rows, lines):
+        block.suptitle(label, fontsize=9, x=0.01, ha="left")
+        axes = block.subplots(n, cols, squeeze=False)
+        for k, ax in enumerate(axes.flat):
+            ax.set_axis_off()
+            if k < len(tiles):
+                name, frame, success = tiles[k]
+                ax.imshow(frame, interpolation="nearest")
+                ax.set_title(short_task_name(name) + (" ✓" if success else ""), fontsize=6.5,
+                             color="tab:green" if success else "0.2", pad=2)
+    _save_png_atomic(fig, path)

@@ -1,0 +1,191 @@
+"""Update throughput at paper size: every method on the plain and the fast path, beside
+Stable-Baselines3's SAC training step with the same networks, against the GEMM floor."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+import torch
+from torch.utils.flop_counter import FlopCounterMode
+
+from ...core.agent import MultiTaskSAC
+from ...core.benchmarks import ACTION_DIM, OBS_DIM
+from ...core.buffer import ReplayBuffer
+from ...core.builders import Shapes, build_agent
+from ...core.methods import METHODS
+from ...ops.params import Params, run_config
+from .timing import Work, interleave
+
+PAPER_BATCH = 1280
+
+
+def method_rows(params: Params) -> dict[str, tuple[str, str]]:
+    """The benchmark's row of every method of the registry: method -> (label, its MT10
+    experiment in params.yaml), e.g. ``mtsac -> ("MT-SAC 400x3", "mt10_mtsac")``."""
+    rows = {}
+    for name, m in METHODS.items():
+        exp = run_config(params, f"mt10_{name}", 1).experiment
+        rows[name] = (f"{m.label} {m.size(exp.hidden_dim, exp.num_layers, exp.pal_dim)}",
+                      f"mt10_{name}")
+    return rows
+
+
+GEMM = "GEMM 1280x400 @ 400x400"
+
+
+def gemm_work(device: torch.device, size: tuple[int, int, int] = (1280, 400, 400)) -> Work:
+    """Matrix multiplies at the update's dominant shape (batch x hidden x hidden); its rate in
+    FLOP/s is the GEMM floor's denominator. Timed among the updates, so that both see the same
+    machine."""
+    m, k, n = size
+    g = torch.Generator(device="cpu").manual_seed(0)
+    a = torch.randn(m, k, generator=g).to(device)
+    b = torch.randn(k, n, generator=g).to(device)
+    reps = 20 if device.type == "cpu" else 400
+
+    def work() -> float:
+        for _ in range(reps):
+            torch.mm(a, b)
+        _sync(device)
+        return 2.0 * m * k * n * reps
+
+    return work
+
+
+def random_buffer(num_tasks: int, size: int = 20_000, seed: int = 0) -> ReplayBuffer:
+    """A replay buffer of random transitions: the update's cost does not depend on the values."""
+    rng = np.random.default_rng(seed)
+    buf = ReplayBuffer(size, OBS_DIM, ACTION_DIM)
+    buf.add(rng.normal(size=(size, OBS_DIM)).astype(np.float32),
+            rng.uniform(-1, 1, size=(size, ACTION_DIM)).astype(np.float32),
+            rng.normal(size=size), rng.normal(size=(size, OBS_DIM)).astype(np.float32),
+            np.ones(size), rng.integers(0, num_tasks, size=size))
+    return buf
+
+
+def paper_agent(params: Params, experiment: str, task_names: tuple[str, ...],
+                device: torch.device, fast: bool) -> MultiTaskSAC:
+    """The agent of ``experiment`` at the paper's sizes and batch, on ``device``."""
+    cfg = run_config(params, experiment, 1)
+    cfg = cfg.model_copy(update={"sac": cfg.sac.model_copy(update={"batch_size": PAPER_BATCH})})
+    agent = build_agent(cfg, Shapes(OBS_DIM, ACTION_DIM, len(task_names)), task_names, device)
+    agent.fast_path = fast
+    return agent
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+
+
+def _update_work(agent: MultiTaskSAC, buffer: ReplayBuffer, device: torch.device,
+                 updates: int, seed: int) -> Work:
+    rng = np.random.default_rng(seed)
+    step = [0]
+
+    def work() -> float:
+        for _ in range(updates):
+            agent.update(buffer.sample(PAPER_BATCH, rng, device), step[0])
+            step[0] += 1
+        _sync(device)
+        return updates
+
+    return work
+
+
+def update_flops(agent: MultiTaskSAC, buffer: ReplayBuffer, device: torch.device) -> int:
+    """Matrix-multiply FLOPs of one update (forward and backward), counted by torch."""
+    batch = buffer.sample(PAPER_BATCH, np.random.default_rng(123), device)
+    with FlopCounterMode(display=False) as counter:
+        agent.update(batch, 0)
+    return int(counter.get_total_flops())
+
+
+def sb3_step(device: torch.device, buffer_size: int = 20_000) -> tuple[Work | None, int, str]:
+    """Stable-Baselines3's SAC training step with the same networks (400x3 actor and twin
+    critics, observation 39, action 4, batch 1280); ``(None, 0, why)`` when it is not installed."""
+    try:
+        import stable_baselines3
+        from stable_baselines3 import SAC
+        from stable_baselines3.common.logger import configure
+    except ImportError:
+        return None, 0, "stable-baselines3 is not installed (pip install -e '.[bench]')"
+    import gymnasium as gym
+
+    class _Spaces(gym.Env):
+        # SB3 builds its networks from an environment's spaces; the training step never steps it.
+        observation_space = gym.spaces.Box(-np.inf, np.inf, (OBS_DIM,), np.float32)
+        action_space = gym.spaces.Box(-1.0, 1.0, (ACTION_DIM,), np.float32)
+
+    model = SAC("MlpPolicy", _Spaces(), buffer_size=buffer_size, batch_size=PAPER_BATCH,
+                learning_starts=0, policy_kwargs={"net_arch": [400, 400, 400]}, device=device,
+                seed=0)
+    model.set_logger(configure(None, []))
+    rng = np.random.default_rng(0)
+    rb = model.replay_buffer
+    rb.observations[:] = rng.normal(size=rb.observations.shape).astype(np.float32)
+    rb.next_observations[:] = rng.normal(size=rb.next_observations.shape).astype(np.float32)
+    rb.actions[:] = rng.uniform(-1, 1, size=rb.actions.shape).astype(np.float32)
+    rb.rewards[:] = rng.normal(size=rb.rewards.shape).astype(np.float32)
+    rb.full = True
+
+    def work(updates: int = 3) -> float:
+        model.train(gradient_steps=updates, batch_size=PAPER_BATCH)
+        _sync(device)
+        return updates
+
+    with FlopCounterMode(display=False) as counter:
+        model.train(gradient_steps=1, batch_size=PAPER_BATCH)
+    return work, int(counter.get_total_flops()), f"stable-baselines3 {stable_baselines3.__version__}"
+
+
+def measure_updates(params: Params, task_names: tuple[str, ...], device: torch.device, *,
+                    rounds: int, updates: int,
+                    progress: Callable[[str], None] | None = None) -> dict[str, Any]:
+    """Updates per second of every method, plain and fast, and SB3's step, interleaved with
+    the GEMM rate that gives each its floor."""
+    buffer = random_buffer(len(task_names))
+    contenders: dict[str, Work] = {GEMM: gemm_work(device)}
+    flops: dict[str, int] = {}
+    rows_of = method_rows(params)
+    for label, exp in rows_of.values():
+        for fast in (False, True):
+            agent = paper_agent(params, exp, task_names, device, fast)
+            name = f"{label} | {'fast' if fast else 'plain'}"
+            flops[name] = update_flops(agent, buffer, device)
+            contenders[name] = _update_work(agent, buffer, device, updates, seed=len(contenders))
+    sb3_work, sb3_flops, sb3_note = sb3_step(device)
+    sb3_name = "Stable-Baselines3 SAC 400x3"
+    if sb3_work is not None:
+        contenders[sb3_name] = lambda: sb3_work(updates)
+        flops[sb3_name] = sb3_flops
+    rates = interleave(contenders, rounds, progress=progress)
+    gemm_flops_per_s = rates.median(GEMM)
+    rows = {}
+    for name in contenders:
+        if name == GEMM:
+            continue
+        ups = rates.median(name)
+        # The floor is the work the update needs: the fast path's FLOPs (the plain path also
+        # forms the critic's weight gradients in the actor step, which nothing uses). Time over
+        # floor = GEMM rate / (FLOPs x update rate), paired within each round.
+        needed = flops[name.replace("| plain", "| fast")]
+        rows[name] = {"updates_per_s": ups, "ms_per_update": 1000.0 / ups,
+                      "gflop_per_update": flops[name] / 1e9,
+                      "floor_ms": 1000.0 * needed / gemm_flops_per_s,
+                      "time_over_floor": rates.ratio(GEMM, name) / needed}
+    fast = {label: f"{label} | fast" for label, _ in rows_of.values()}
+    mtsac = fast[rows_of["mtsac"][0]]
+    ratios = {f"{label}: fast over plain": rates.ratio(f"{label} | fast", f"{label} | plain")
+              for label in fast}
+    ratios.update({f"{label}: time over MT-SAC's (fast)": rates.ratio(mtsac, name)
+                   for label, name in fast.items() if name != mtsac})
+    if sb3_work is not None:
+        ratios["MT-SAC fast over Stable-Baselines3"] = rates.ratio(mtsac, sb3_name)
+        ratios["MT-SAC plain over Stable-Baselines3"] = rates.ratio(
+            f"{rows_of['mtsac'][0]} | plain", sb3_name)
+    return {"rows": rows, "ratios": ratios, "gemm_gflops": gemm_flops_per_s / 1e9,
+            "gemm_gflops_best": rates.best(GEMM) / 1e9,
+            "sb3": sb3_note if sb3_work is not None else None,
+            "sb3_missing": None if sb3_work is not None else sb3_note}

@@ -1,0 +1,47 @@
+"""The benchmark runs end to end on real Meta-World at a smoke size and records every section."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+from ..conftest import ROOT
+
+
+def test_quick_benchmark_prints_and_records_every_section(tmp_path):
+    env = dict(os.environ, PTSL_DEVICE="cpu", PYTHONUNBUFFERED="1")
+    proc = subprocess.run([sys.executable, "-m", "ptsl.tools.bench", "--quick", "--out", str(tmp_path)],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = proc.stdout
+    for heading in ("Environments", "Update at paper size", "Training loop end to end",
+                    "Runs sharing one GPU: not measured (no CUDA device)", "Cost on this machine",
+                    "Targets"):
+        assert heading in out, heading
+    record = json.loads((tmp_path / "cpu-quick.json").read_text())
+    assert record["device"]["type"] == "cpu" and record["device"]["threads"] == 1
+    assert record["versions"]["torch"].startswith("2.13.0")
+    envs = record["envs"]
+    assert envs["raw Meta-World env, one core"]["fraction_of_raw"] == 1.0
+    assert {"MT10 vector env, sync", "MT10 vector env, async",
+            "MT10 collection, sync, policy in the loop"} <= set(envs)
+    rows = record["updates"]["rows"]
+    for label in ("MT-SAC 400x3", "Soft Modularization", "CARE 400x3",
+                  "CARE+PTSL 326x3, pal_dim 50", "MT-SAC+PTSL 355x3"):
+        plain, fast = rows[f"{label} | plain"], rows[f"{label} | fast"]
+        assert plain["updates_per_s"] > 0 and fast["updates_per_s"] > 0
+        # The fast path skips the critic's weight gradients in the actor step: fewer FLOPs.
+        assert fast["gflop_per_update"] < plain["gflop_per_update"]
+    if record["versions"]["stable-baselines3"] == "not installed":
+        assert "Stable-Baselines3: not measured" in out
+    else:
+        assert "Stable-Baselines3 SAC 400x3" in rows
+    assert set(record["loop"]) == {"MT-SAC 400x3", "Soft Modularization", "CARE 400x3",
+                                   "CARE+PTSL 326x3, pal_dim 50", "MT-SAC+PTSL 355x3",
+                                   "MT-SAC 400x3, plain path"}
+    assert all(r["env_steps_per_s"] > 0 for r in record["loop"].values())
+    gpu = [t for t in record["targets"] if t["target"].startswith("GPU")]
+    assert gpu and all(t["status"] == "not measured" for t in gpu)
+    assert record["costs"]["grid_training_stages"] > 0

@@ -1,0 +1,150 @@
+"""Config validation: one clear error naming the key and what is allowed; no output written."""
+
+from __future__ import annotations
+
+import copy
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from ptsl.core.errors import ConfigError
+from ptsl.core.methods import METHODS
+from ptsl.ops.params import parse_params, run_config
+
+from ..conftest import ROOT
+
+
+def test_project_params_are_valid(raw_params):
+    params = parse_params(raw_params)
+    for name in params.runs.plain + params.runs.ptsl:
+        cfg = run_config(params, name, params.seeds[0])
+        assert cfg.key() == run_config(params, name, params.seeds[0]).key()
+
+
+@pytest.mark.parametrize("mutate, key, allowed", [
+    (lambda p: p["experiments"]["mt10_mtsac"].update(method="sacx"),
+     "experiments.mt10_mtsac.method", "allowed: mtsac"),
+    (lambda p: p["experiments"]["mt10_mtsac"].update(benchmark="mt11"),
+     "experiments.mt10_mtsac.benchmark", "mt10, mt50"),
+    (lambda p: p["experiments"]["mt10_mtsac"].update(hidden_dim=0),
+     "experiments.mt10_mtsac.hidden_dim", ">= 1"),
+    (lambda p: p["sac"].update(batch_size=-5), "sac.batch_size", ">= 1"),
+    (lambda p: p["train"].update(stepz=3), "train.stepz", "allowed: steps"),
+    (lambda p: p.update(bogus=1), "bogus", "allowed:"),
+    (lambda p: p["env"].update(goals="random"), "env.goals", "fixed, resample"),
+    (lambda p: p["env"].update(normalize_reward="yes"), "env.normalize_reward", "true or false"),
+    (lambda p: p["runs"].update(plain=["nope"]), "runs.plain", "allowed: mt10_mtsac"),
+])
+def test_bad_params_name_key_and_allowed(raw_params, mutate, key, allowed):
+    bad = copy.deepcopy(raw_params)
+    mutate(bad)
+    with pytest.raises(ConfigError) as err:
+        parse_params(bad)
+    msg = str(err.value)
+    assert msg.startswith(key), msg
+    assert allowed in msg
+    assert "\n" not in msg
+
+
+def test_stage_script_fails_with_one_line_and_writes_nothing(raw_params, tmp_path):
+    bad = copy.deepcopy(raw_params)
+    bad["experiments"]["mt10_mtsac"]["method"] = "unknown_method"
+    params = tmp_path / "params.yaml"
+    params.write_text(yaml.safe_dump(bad))
+    out = tmp_path / "runs"
+    proc = subprocess.run([sys.executable, str(ROOT / "pipeline" / "train.py"), "--exp",
+                           "mt10_mtsac", "--seed", "1", "--params", str(params), "--out", str(out)],
+                          capture_output=True, text=True, cwd=tmp_path, timeout=120)
+    assert proc.returncode == 2
+    lines = [l for l in proc.stderr.splitlines() if l.strip()]
+    assert lines == ["error: experiments.mt10_mtsac.method: unknown value 'unknown_method'; "
+                     "allowed: " + ", ".join(METHODS)]
+    assert not out.exists()
+    assert list(tmp_path.iterdir()) == [params]
+
+
+def _rejection(raw_params, mutate) -> str:
+    """The ConfigError message for ``raw_params`` changed by ``mutate`` (a copy)."""
+    bad = copy.deepcopy(raw_params)
+    mutate(bad)
+    with pytest.raises(ConfigError) as err:
+        parse_params(bad)
+    return str(err.value)
+
+
+@pytest.mark.parametrize("mutate, key", [
+    (lambda p: p.update(long_seeds=[99]), "long_seeds: must be a subset of seeds"),
+    (lambda p: p["train"].update(long_steps=10), "train.long_steps: must be >= train.steps"),
+    (lambda p: p["train"].update(eval_every=7), "train.steps: must be a multiple"),
+    (lambda p: p["tables"]["mt10_1m"].update(rows=["mt10_care_ptsl_sum"]),
+     "tables.mt10_1m.rows: 'mt10_care_ptsl_sum' must set long: true"),
+    (lambda p: p["tables"]["mt10_200k"].update(rows=["mt10_mtsac", "mt50_care"]),
+     "tables.mt10_200k.rows: all rows must share one benchmark"),
+    (lambda p: p["tables"]["mt10_200k"].update(at="mid"), "tables.mt10_200k.at: unknown value"),
+    (lambda p: p.update(budget="huge"), "budget: unknown budget 'huge'; allowed: small, paper"),
+    (lambda p: p["budgets"]["paper"].update({"train.stepz": 5}),
+     "budgets.paper: budgets.paper.train.stepz: no such key"),
+    (lambda p: p["budgets"]["paper"].update({"long_seeds": [11]}),
+     "budgets.paper: long_seeds: must be a subset of seeds"),
+    (lambda p: p["runs"].update(plain=p["runs"]["plain"] + ["mt10_sac_ptsl"]),
+     "runs.plain: experiment 'mt10_sac_ptsl' belongs in runs.ptsl"),
+])
+def test_grid_and_budget_errors(raw_params, mutate, key):
+    message = _rejection(raw_params, mutate)
+    assert message.startswith(key), message
+
+
+def test_long_seeds_train_to_long_steps_and_tables_resolve(raw_params):
+    params = parse_params(raw_params)
+    assert run_config(params, "mt10_mtsac", params.long_seeds[0]).train.steps == params.train.long_steps
+    assert run_config(params, "mt10_care_ptsl_sum", 1).train.steps == params.train.steps
+    assert run_config(params, "mt10_care_ptsl", 1).experiment.pal_dim == params.pal_dim
+    assert run_config(params, "mt50_care_ptsl", 1).experiment.pal_dim == 32  # its own
+    paper = parse_params({**raw_params, **{"seeds": list(range(1, 11)), "long_seeds": [1, 2, 3, 4]}})
+    assert run_config(paper, "mt10_mtsac", 5).train.steps == paper.train.steps
+    t = paper.tables["mt10_1m"]
+    assert paper.table_step(t) == paper.train.long_steps and paper.table_seeds(t) == (1, 2, 3, 4)
+
+
+@pytest.mark.parametrize("mutate, message", [
+    (lambda p: p.update(pal_dim=1000), "pal_dim: must be <= 321, the hidden_dim of experiment "
+                                       "mt10_care_ptsl_project which reads it; got 1000"),
+    (lambda p: p["experiments"]["mt50_care_ptsl"].update(pal_dim=300),
+     "experiments.mt50_care_ptsl.pal_dim: must be <= hidden_dim (274), got 300"),
+    (lambda p: p["runs"].update(plain=p["runs"]["plain"] + ["mt10_mtsac"]),
+     "runs.plain: 'mt10_mtsac' is listed twice; each experiment once"),
+    (lambda p: p["runs"].update(plain=[], ptsl=[]), "runs: nothing to train"),
+    (lambda p: p["tables"]["mt10_200k"].update(rows=["mt10_mtsac", "mt10_mtsac"]),
+     "tables.mt10_200k.rows: 'mt10_mtsac' is listed twice"),
+    (lambda p: p["sac"].update(log_std_min=3.0), "sac.log_std_min: must be < sac.log_std_max (2)"),
+    (lambda p: p["experiments"].update({"mt10.x": p["experiments"]["mt10_mtsac"]}),
+     "experiments: experiment name 'mt10.x' is not allowed; allowed: letters, digits, _ and -"),
+    (lambda p: p["tables"].update({"a b": p["tables"]["mt10_200k"]}),
+     "tables: table name 'a b' is not allowed"),
+    (lambda p: p.update(seeds=[1, 2**40], long_seeds=[1]), "seeds: must be <= 2147483647"),
+    (lambda p: p["budgets"]["paper"].update({"pal_dim": 500}),
+     "budgets.paper: pal_dim: must be <= 321"),
+])
+def test_sizes_names_and_lists_a_demanding_user_expects(raw_params, mutate, message):
+    got = _rejection(raw_params, mutate)
+    assert got.startswith(message), got
+    assert "\n" not in got
+
+
+def test_yaml_errors_are_one_line_with_the_place(tmp_path):
+    from ptsl.ops.params import load_params
+
+    text = (ROOT / "params.yaml").read_text()
+    broken = tmp_path / "broken.yaml"
+    broken.write_text(text.replace("seeds: [1]", "seeds: [1", 1))
+    with pytest.raises(ConfigError) as err:
+        load_params(broken)
+    assert str(err.value).startswith(f"{broken}: not valid YAML (line ")
+    assert "\n" not in str(err.value)
+    twice = tmp_path / "twice.yaml"
+    twice.write_text(text.replace("seeds: [1]", "seeds: [1]\nseeds: [2]", 1))
+    with pytest.raises(ConfigError, match=r"twice.yaml: not valid YAML \(line \d+, column 1: "
+                                          r"duplicate key 'seeds'\)"):
+        load_params(twice)

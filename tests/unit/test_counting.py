@@ -1,0 +1,84 @@
+"""Parameter counting by PTSL's rule (reference doc 5.6): every MT10 count of the reference table
+at the reference's 12-dim observation, and the hidden-size solver."""
+
+from __future__ import annotations
+
+
+import pytest
+
+from ptsl.core.config import ExperimentConfig
+from ptsl.tools.counting import REFERENCE_SETTINGS, count_parameters, solve_hidden_dim
+
+# Doc 5.6, MT10, obs_dim 12, action_dim 4: the ground truth the architectures must reproduce.
+EXPECTED = {
+    "MT-SAC": 1_641_222,
+    "CARE": 1_871_534,
+    "CARE+PTSL shared none/sum": 1_871_532,
+    "CARE+PTSL linear residual": 1_871_547,
+    "CARE+PTSL project residual": 1_871_467,
+    "CARE+PTSL none at H=321 (README)": 1_833_967,
+    "CARE+PTSL 2 layers, shared": 1_556_454,
+    "CARE+PTSL 2 layers, independent": 1_756_454,
+    "MT-SAC+PTSL": 1_869_833,
+}
+
+
+
+def _exp(**fields) -> ExperimentConfig:
+    return ExperimentConfig(benchmark="mt10", **fields)
+
+
+@pytest.mark.parametrize("label,fields", REFERENCE_SETTINGS, ids=[s[0] for s in REFERENCE_SETTINGS])
+def test_reference_mt10_counts(label, fields):
+    count = count_parameters(_exp(**fields), obs_dim=12, action_dim=4, num_tasks=10)
+    assert count == EXPECTED[label]
+
+
+def test_sum_residual_adds_no_parameters():
+    base = dict(method="care_ptsl", hidden_dim=326, num_layers=3, pal_dim=50)
+    assert count_parameters(_exp(**base, residual_mode="sum"), 12, 4, 10) == 1_871_532
+
+
+def test_task_encoder_and_soft_modularization_counts_follow_the_rule():
+    # Soft Modularization: the learned task encoder (embedding + MLP) is excluded, the tied
+    # encoder is counted in actor, critic and critic target.
+    exp = _exp(method="softmod", hidden_dim=400, num_layers=3, num_experts=4)
+    enc = 12 * 50 + 50 + 2 * (50 * 50 + 50)
+    routing = (50 * 400 + 400) + (400 * 16 + 16)
+    actor = enc + 4 * (50 * 400 + 400) + 4 * (400 * 8 + 8) + routing
+    q = (54 * 50 + 50) + 4 * (50 * 400 + 400) + 4 * (400 * 1 + 1) + routing
+    assert count_parameters(exp, 12, 4, 10) == actor + 2 * (enc + 2 * q) + 10
+
+
+def test_solver_recovers_the_reference_hidden_sizes():
+    care = count_parameters(_exp(method="care", hidden_dim=400, num_layers=3), 12, 4, 10)
+    ptsl = _exp(method="care_ptsl", hidden_dim=400, num_layers=3, pal_dim=50)  # any start
+    assert solve_hidden_dim(ptsl, care, 12, 4, 10) == 326
+    project = ptsl.model_copy(update={"residual_mode": "project"})
+    assert solve_hidden_dim(project, care, 12, 4, 10) == 321
+    sac_ptsl = _exp(method="sac_ptsl", hidden_dim=400, num_layers=3, pal_dim=50)
+    assert solve_hidden_dim(sac_ptsl, care, 12, 4, 10) == 367
+    # Closest, not just first above: a target one above an exact count returns that H.
+    exact = count_parameters(ptsl.model_copy(update={"hidden_dim": 100}), 12, 4, 10)
+    assert solve_hidden_dim(ptsl, exact + 1, 12, 4, 10) == 100
+
+
+def test_params_yaml_hidden_sizes_are_the_solved_ones(raw_params):
+    """Experiments declared to match another's parameter count use the solver's hidden size at
+    the observation size actually used (39), so params.yaml cannot drift from the solver."""
+    from ptsl.ops.params import parse_params, run_config
+    from ptsl.tools.counting import count_parameters, solve_hidden_dim
+    from ptsl.core.benchmarks import ACTION_DIM, OBS_DIM, num_tasks
+
+    params = parse_params(raw_params)
+    checked = 0
+    for name, exp in params.experiments.items():
+        if exp.matches is None:
+            continue
+        exp = run_config(params, name, 1).experiment
+        target_exp = run_config(params, exp.matches, 1).experiment
+        n = num_tasks(exp.benchmark)
+        target = count_parameters(target_exp, OBS_DIM, ACTION_DIM, n)
+        assert solve_hidden_dim(exp, target, OBS_DIM, ACTION_DIM, n) == exp.hidden_dim, name
+        checked += 1
+    assert checked >= 4

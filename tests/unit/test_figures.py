@@ -1,0 +1,111 @@
+"""Report figures render valid PNGs atomically, for one seed and for 50 tasks."""
+
+from __future__ import annotations
+
+import struct
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from ptsl.report.figures import plot_curves, plot_task_heatmap, seed_mean_band, short_task_name
+
+
+def _curves(experiments: int, seeds: int, steps: int = 6, seed: int = 0) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    rows = [{"experiment": f"exp{e}", "seed": s, "step": 100 * (k + 1), "env_steps": 1000 * k,
+             "success": float(np.clip(k / steps + rng.normal(0, 0.1), 0, 1)), "return": 0.0}
+            for e in range(experiments) for s in range(1, seeds + 1) for k in range(steps)]
+    return pd.DataFrame(rows)
+
+
+def _png_size(path: Path) -> tuple[int, int]:
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    return struct.unpack(">II", data[16:24])  # IHDR width, height
+
+
+def _only(tmp_path: Path, path: Path) -> None:
+    """The PNG is the only file left: no temp file behind."""
+    assert sorted(p.name for p in tmp_path.rglob("*") if p.is_file()) == [path.name]
+
+
+@pytest.mark.parametrize("experiments,seeds", [(2, 3), (10, 1)])
+def test_plot_curves_writes_a_png(tmp_path, experiments, seeds):
+    path = tmp_path / "figs" / "curves.png"
+    plot_curves(_curves(experiments, seeds), [f"exp{e}" for e in range(experiments)], path,
+                "success", reps=200, rng=np.random.default_rng(0), mark_step=500,
+                labels={"exp0": "MT-SAC"})
+    _png_size(path)
+    _only(tmp_path, path)
+
+
+def test_plot_curves_is_reproducible_and_checks_inputs(tmp_path):
+    c = _curves(2, 3)
+    a, b = tmp_path / "a.png", tmp_path / "b.png"
+    plot_curves(c, ["exp0", "exp1"], a, "t", 100, np.random.default_rng(3), labels=["x", "y"])
+    plot_curves(c, ["exp0", "exp1"], b, "t", 100, np.random.default_rng(3), labels=["x", "y"])
+    assert a.read_bytes() == b.read_bytes()
+    with pytest.raises(ValueError, match="nope"):
+        plot_curves(c, ["exp0", "nope"], tmp_path / "c.png", "t", 10, np.random.default_rng(0))
+    with pytest.raises(ValueError, match="labels"):
+        plot_curves(c, ["exp0"], tmp_path / "c.png", "t", 10, np.random.default_rng(0),
+                    labels=["x", "y"])
+    assert not (tmp_path / "c.png").exists()
+
+
+def test_seed_band():
+    rng = np.random.default_rng(0)
+    assert seed_mean_band(np.array([0.4]), 100, rng) == (0.4, 0.4, 0.4)
+    mean, low, high = seed_mean_band(np.array([0.0, 0.5, 1.0, np.nan]), 500, rng)
+    assert mean == pytest.approx(0.5) and 0.0 <= low < mean < high <= 1.0
+
+
+def test_heatmap_writes_a_png_and_widens_for_mt50(tmp_path):
+    rng = np.random.default_rng(0)
+    small, large = tmp_path / "mt10.png", tmp_path / "sub" / "mt50.png"
+    plot_task_heatmap(rng.uniform(size=(3, 10)), ["a", "b", "c"],
+                      [f"task-{i}-v3" for i in range(10)], small, "MT10")
+    m = rng.uniform(size=(4, 50))
+    m[0, 0] = np.nan  # a task without a value is drawn grey, not an error
+    plot_task_heatmap(m, ["w", "x", "y", "z"], [f"pick-place-wall-{i}-v3" for i in range(50)],
+                      large, "MT50")
+    (w_small, _), (w_large, _) = _png_size(small), _png_size(large)
+    assert w_large > 1.5 * w_small and w_large / 50 >= 30  # >= 30 px per task column
+    assert sorted(p.name for p in tmp_path.rglob("*") if p.is_file()) == ["mt10.png", "mt50.png"]
+
+
+def test_heatmap_single_row_and_shape_check(tmp_path):
+    path = tmp_path / "one.png"
+    plot_task_heatmap(np.array([[0.0, 1.0]]), ["only"], ["reach-v3", "push-v3"], path, "t")
+    _png_size(path)
+    _only(tmp_path, path)
+    with pytest.raises(ValueError, match="does not match"):
+        plot_task_heatmap(np.zeros((2, 3)), ["a"], ["x", "y", "z"], tmp_path / "bad.png", "t")
+
+
+def test_short_task_name():
+    assert short_task_name("pick-place-v3") == "pick-place"
+    assert short_task_name("success/door-open-v2") == "door-open"
+    assert short_task_name("reach") == "reach"
+
+
+def test_contact_sheet_wraps_long_rows(tmp_path):
+    from ptsl.report.figures import plot_contact_sheet
+
+    rng = np.random.default_rng(0)
+    frame = lambda: rng.integers(0, 255, size=(32, 32, 3), dtype=np.uint8)  # noqa: E731
+    rows = [("MT-SAC (a-1)", [(f"task{i}-v3", frame(), i == 0) for i in range(12)]),
+            ("CARE (b-1)", [(f"task{i}-v3", frame(), False) for i in range(3)])]
+    path = tmp_path / "sheet.png"
+    plot_contact_sheet(rows, path, "Tiny: rollouts", columns=5)
+    width, height = _png_size(path)
+    assert width == 5 * 110  # five tiles of 1.1 in at 100 dpi
+    wide = tmp_path / "wide.png"
+    plot_contact_sheet(rows, wide, "Tiny: rollouts", columns=12)
+    assert _png_size(wide)[1] < height  # one line of tiles for the first row instead of three
+    _only_files = sorted(p.name for p in tmp_path.iterdir())
+    assert _only_files == ["sheet.png", "wide.png"]
+    with pytest.raises(ValueError, match="at least one frame"):
+        plot_contact_sheet([("empty", [])], tmp_path / "x.png", "t")

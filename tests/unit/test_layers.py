@@ -1,0 +1,198 @@
+"""The package's layers and the stages' cache keys.
+
+- Import rules: ``ptsl.core`` imports nothing from the rest of the package and no MLflow, DVC,
+  Ray or matplotlib; ``ptsl.ops`` imports the core and itself; ``ptsl.report`` the core, the
+  params file (``ptsl.ops.params``) and itself. Every import statement counts, lazy ones too.
+- A stage depends on the code that computes its outputs: dvc.yaml lists folders (the core for
+  training and evaluation), and everything else a stage script runs is ``ptsl.ops`` code, which
+  writes none of its outputs.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ..conftest import ROOT
+
+SRC = ROOT / "src"
+PTSL = SRC / "ptsl"
+#: What each layer may import from the package.
+MAY_IMPORT = {
+    "core": ("ptsl.core",),
+    "ops": ("ptsl.core", "ptsl.ops"),
+    "report": ("ptsl.core", "ptsl.ops.params", "ptsl.report"),
+}
+#: Libraries the core must not import: its results must not depend on tracking, pipeline
+#: tools or plotting.
+NOT_IN_CORE = ("mlflow", "dvc", "ray", "matplotlib")
+
+
+def _module_of(path: Path, src: Path) -> str:
+    """``ptsl.core.loop`` for src/ptsl/core/loop.py ("" for a script outside ``src``)."""
+    if src not in path.parents:
+        return ""
+    rel = path.relative_to(src).with_suffix("")
+    parts = rel.parts[:-1] if rel.name == "__init__" else rel.parts
+    return ".".join(parts)
+
+
+def imported_modules(path: Path, src: Path = SRC) -> set[str]:
+    """Absolute module names ``path`` imports, anywhere in the file (``from m import x`` yields
+    m and m.x: x may be a submodule)."""
+    module = _module_of(path, src)
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    out: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            out |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                parts = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join(parts + ([node.module] if node.module else []))
+            else:
+                base = node.module or ""
+            out.add(base)
+            out |= {f"{base}.{alias.name}" for alias in node.names}
+    return out
+
+
+def _module_file(module: str, src: Path = SRC) -> Path | None:
+    base = src.joinpath(*module.split("."))
+    for path in (base.with_suffix(".py"), base / "__init__.py"):
+        if path.is_file():
+            return path
+    return None
+
+
+def _package_modules(imports: set[str], src: Path = SRC) -> set[str]:
+    """The ``ptsl`` modules among ``imports`` that are files (not names inside a module)."""
+    return {m for m in imports if m.split(".")[0] == "ptsl" and _module_file(m, src) is not None}
+
+
+def violations(layer: str, src: Path = SRC) -> list[str]:
+    """``<file> imports <module>`` for every import of ``layer`` that its rule forbids."""
+    out = []
+    for path in sorted((src / "ptsl" / layer).rglob("*.py")):
+        rel = path.relative_to(src)
+        out += [f"{rel} imports {m}" for m in sorted(_package_modules(imported_modules(path, src),
+                                                                      src))
+                if not m.startswith(MAY_IMPORT[layer])]
+        if layer == "core":
+            out += [f"{rel} imports {m}" for m in sorted(imported_modules(path, src))
+                    if m.split(".")[0] in NOT_IN_CORE]
+    return out
+
+
+@pytest.mark.parametrize("layer", sorted(MAY_IMPORT))
+def test_each_layer_imports_only_what_it_may(layer):
+    assert list((PTSL / layer).rglob("*.py"))
+    assert violations(layer) == [], f"{layer} may import {', '.join(MAY_IMPORT[layer])}"
+
+
+def test_the_rules_catch_a_stray_import(tmp_path):
+    """Not vacuous: a core module importing the tracking layer, or MLflow, is reported."""
+    src = tmp_path / "src"
+    for rel in ("ptsl/__init__.py", "ptsl/ops/__init__.py", "ptsl/ops/tracking.py",
+                "ptsl/core/__init__.py"):
+        (src / rel).parent.mkdir(parents=True, exist_ok=True)
+        (src / rel).write_text("")
+    (src / "ptsl/core/loop.py").write_text("import mlflow\n\ndef f():\n"
+                                           "    from ..ops.tracking import start_run\n")
+    assert violations("core", src) == ["ptsl/core/loop.py imports ptsl.ops.tracking",
+                                       "ptsl/core/loop.py imports mlflow"]
+
+
+def source_closure(script: Path) -> set[Path]:
+    """Every ``src/ptsl`` file that running ``script`` may execute (parent packages'
+    ``__init__.py`` included: importing a submodule runs them)."""
+    seen: set[Path] = set()
+    todo = [script]
+    while todo:
+        path = todo.pop()
+        for module in _package_modules(imported_modules(path)):
+            parts = module.split(".")
+            for i in range(1, len(parts) + 1):
+                found = _module_file(".".join(parts[:i]))
+                if found is not None and found not in seen:
+                    seen.add(found)
+                    todo.append(found)
+    return seen
+
+
+def _stages() -> dict[str, dict]:
+    return yaml.safe_load((ROOT / "dvc.yaml").read_text())["stages"]
+
+
+#: The source deps of each stage: the folders (and the params file's module) that compute its
+#: outputs; nothing else of src/ may appear in its deps.
+SOURCE_DEPS = {
+    "check_env": ["src/ptsl/core"],
+    "train": ["src/ptsl/core"],
+    "train_ptsl": ["src/ptsl/core"],
+    "evaluate": ["src/ptsl/core"],
+    "evaluate_ptsl": ["src/ptsl/core"],
+    "aggregate": ["src/ptsl/report", "src/ptsl/core", "src/ptsl/ops/params.py"],
+}
+#: The pins each stage depends on: the packages that compute or write its outputs.
+PIN_DEPS = {
+    "check_env": ["requirements/compute.txt"],
+    "train": ["requirements/compute.txt"],
+    "train_ptsl": ["requirements/compute.txt"],
+    "evaluate": ["requirements/compute.txt", "requirements/render.txt"],
+    "evaluate_ptsl": ["requirements/compute.txt", "requirements/render.txt"],
+    "aggregate": ["requirements/compute.txt", "requirements/render.txt",
+                  "requirements/report.txt"],
+}
+
+
+def _covered(path: Path, deps: list[str]) -> bool:
+    rel = path.relative_to(ROOT)
+    return any(rel == Path(d) or Path(d) in rel.parents for d in deps)
+
+
+@pytest.mark.parametrize("stage", sorted(SOURCE_DEPS))
+def test_a_stage_depends_on_the_code_that_computes_it(stage):
+    spec = _stages()[stage]
+    deps = [str(d) for d in spec["deps"]]
+    script = re.search(r"python (pipeline/\w+\.py)", spec["cmd"]).group(1)
+    assert script in deps
+    assert [d for d in deps if d.startswith("src/")] == SOURCE_DEPS[stage]
+    assert [d for d in deps if d.startswith("requirements")] == PIN_DEPS[stage]
+    assert "requirements.txt" not in deps  # a tool's pin re-runs nothing
+    # What the script runs beyond its listed source is the pipeline's operations (checks,
+    # tracking, the params file, paths) and the package's lazy __init__: none of it writes a
+    # number of the outputs.
+    closure = source_closure(ROOT / script)
+    assert any(_covered(p, SOURCE_DEPS[stage]) for p in closure)
+    other = sorted(str(p.relative_to(ROOT)) for p in closure if not _covered(p, deps))
+    assert all(p.startswith("src/ptsl/ops/") or p == "src/ptsl/__init__.py" for p in other), \
+        f"{stage}: its script runs {other} outside its deps"
+    for dep in deps:
+        if "$" not in dep and not dep.startswith(("data/", "reports/")):
+            assert (ROOT / dep).exists(), f"{stage}: dep {dep} does not exist"
+
+
+def test_training_runs_no_report_or_tool_code():
+    for script in ("pipeline/train.py", "pipeline/evaluate.py"):
+        closure = {str(p.relative_to(PTSL)) for p in source_closure(ROOT / script)}
+        assert "core/loop.py" in closure or "core/evaluation.py" in closure
+        assert not [p for p in closure if p.startswith(("report/", "tools/", "api.py"))]
+
+
+def test_validate_runs_first_and_every_other_stage_waits_for_it():
+    """Every stage but validate depends on its output, so `dvc repro`, `dvc repro <stage>` and
+    `dvc exp run` run validate before they remove any stage's outputs."""
+    stages = _stages()
+    assert stages["validate"]["always_changed"] is True
+    assert "deps" not in stages["validate"]  # hashing them would slow every no-op repro
+    (out,) = stages["validate"]["outs"]
+    assert out == {"data/validated.json": {"cache": False, "persist": True}}
+    assert (ROOT / "data" / "validated.json").is_file()  # in git: a clone's stages find it
+    for name, spec in stages.items():
+        if name != "validate":
+            assert "data/validated.json" in [str(d) for d in spec["deps"]], name

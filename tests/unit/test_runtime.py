@@ -1,0 +1,82 @@
+"""The machine's choices (device, threads, update path) come from environment variables, are
+checked with one clear line, and never enter params.yaml."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from ptsl.core.errors import ConfigError
+from ptsl.core.runtime import Runtime
+
+from ..conftest import ROOT
+
+
+def test_defaults_and_values():
+    assert Runtime.from_env({}) == Runtime("auto", 0, True)
+    rt = Runtime.from_env({"PTSL_DEVICE": "CPU", "PTSL_THREADS": "2", "PTSL_FAST": "0"})
+    assert rt == Runtime("cpu", 2, False) and rt.torch_device().type == "cpu"
+
+
+@pytest.mark.parametrize("env, message", [
+    ({"PTSL_DEVICE": "tpu"}, "PTSL_DEVICE: unknown device 'tpu'; allowed: auto, cpu, cuda"),
+    ({"PTSL_THREADS": "many"}, "PTSL_THREADS: expected an integer >= 0, got 'many'"),
+    ({"PTSL_THREADS": "-1"}, "PTSL_THREADS: must be >= 0, got -1"),
+    ({"PTSL_FAST": "maybe"}, "PTSL_FAST: expected 1 or 0, got 'maybe'"),
+])
+def test_bad_values_name_the_variable(env, message):
+    with pytest.raises(ConfigError, match=message):
+        Runtime.from_env(env)
+
+
+def test_cuda_without_a_gpu_is_one_clear_line():
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    with pytest.raises(ConfigError, match="PTSL_DEVICE: 'cuda' asked for but torch sees no CUDA"):
+        Runtime("cuda").torch_device()
+
+
+def test_machine_choices_are_not_params():
+    params = yaml.safe_load((ROOT / "params.yaml").read_text())
+    assert "device" not in params["train"] and "torch_threads" not in params["train"]
+
+
+def test_stage_reports_a_bad_device_in_one_line(tmp_path):
+    env = {"PTSL_DEVICE": "gpu0", "PTSL_TRACKING": "off", "PATH": str(ROOT / ".venv" / "bin")}
+    proc = subprocess.run([sys.executable, "pipeline/train.py", "--exp", "mt10_mtsac", "--seed",
+                           "1", "--out", str(tmp_path / "runs")], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == ("error: PTSL_DEVICE: unknown device 'gpu0'; allowed: auto, "
+                                   "cpu, cuda")
+    assert not (tmp_path / "runs").exists()
+
+
+def test_keeping_freed_memory_applies_on_glibc_and_changes_no_number():
+    """The allocator setting applies where glibc is the C library, and an update computed after
+    it equals one computed before (it changes where memory comes from, nothing else)."""
+    import platform
+
+    import torch
+
+    from ptsl.core.runtime import keep_freed_memory
+
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(39, 400), torch.nn.ReLU(inplace=True),
+                              torch.nn.Linear(400, 1))
+    x = torch.randn(1280, 39)
+    before = torch.autograd.grad(net(x).square().mean(), list(net.parameters()))
+    code = ("import sys; sys.path.insert(0, 'src'); from ptsl.core.runtime import keep_freed_memory; "
+            "print(keep_freed_memory())")
+    applied = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                             text=True, check=True).stdout.strip()
+    assert applied == str(platform.libc_ver()[0] == "glibc")
+    keep_freed_memory()
+    after = torch.autograd.grad(net(x).square().mean(), list(net.parameters()))
+    for b, a in zip(before, after):
+        assert torch.equal(b, a)

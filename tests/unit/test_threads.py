@@ -1,0 +1,73 @@
+"""A run's bytes do not depend on the CPU thread count: the paper-size networks of every method
+update and act to the same bits with 1 and with 2 torch threads (tests/e2e/test_thread_count.py
+runs the training stage itself both ways).
+
+MKL sums matrix products of 5 to 11 rows across threads on this CPU, so products of one row per
+task (acting, the task encoder) and small per-task groups (PTSL) are computed so that no product
+has so few rows (see ptsl.core.nets.mlp.feature_major and ptsl.core.agent.one_cpu_thread).
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+import numpy as np
+import pytest
+import torch
+
+from ptsl.core.buffer import Batch
+from ptsl.ops.params import parse_params, run_config
+from ptsl.core.builders import Shapes, build_agent
+from ptsl.core.benchmarks import benchmark_tasks
+
+
+MT10 = benchmark_tasks("mt10")
+EXPERIMENTS = ("mt10_mtsac", "mt10_softmod", "mt10_care", "mt10_care_ptsl", "mt10_sac_ptsl")
+BATCH = 128  # the default budget's batch: about 13 rows per task, some tasks 5 to 11
+
+
+def _batch(seed: int) -> Batch:
+    rng = np.random.default_rng(seed)
+
+    def t(*shape: int) -> torch.Tensor:
+        return torch.as_tensor(rng.normal(size=shape).astype(np.float32))
+
+    return Batch(obs=t(BATCH, 39), action=torch.tanh(t(BATCH, 4)), reward=t(BATCH, 1),
+                 next_obs=t(BATCH, 39), not_done=torch.ones(BATCH, 1),
+                 task=torch.as_tensor(rng.integers(0, 10, BATCH)))
+
+
+def _bits(raw_params: dict, experiment: str, threads: int) -> str:
+    """Hash of the weights, Adam moments and two actions after three updates on ``threads``."""
+    cfg = run_config(parse_params(raw_params), experiment, 1)
+    torch.set_num_threads(threads)
+    try:
+        agent = build_agent(cfg, Shapes(39, 4, 10), MT10)
+        for step in range(3):
+            agent.update(_batch(step), step)
+        obs = np.random.default_rng(9).normal(size=(10, 39)).astype(np.float32)
+        actions = [agent.act(obs, np.arange(10), deterministic=d) for d in (True, False)]
+    finally:
+        torch.set_num_threads(1)
+    h = hashlib.sha256()
+    state = agent.training_state()
+    for value in state["model"].values():
+        h.update(value.numpy().tobytes())
+    for opt in state["optimizers"].values():
+        for moments in opt["state"].values():
+            for value in moments.values():
+                h.update(value.numpy().tobytes())
+    for a in actions:
+        h.update(a.tobytes())
+    return h.hexdigest()
+
+
+def test_the_batches_hold_small_task_groups():
+    """What makes the comparison bite: groups of 5 to 11 rows, the sizes MKL splits."""
+    sizes = {int(c) for s in range(3) for c in torch.bincount(_batch(s).task, minlength=10)}
+    assert sizes & set(range(5, 12))
+
+
+@pytest.mark.parametrize("experiment", EXPERIMENTS)
+def test_update_and_acting_bits_do_not_depend_on_the_thread_count(raw_params, experiment):
+    assert _bits(raw_params, experiment, 1) == _bits(raw_params, experiment, 2)

@@ -1,0 +1,58 @@
+"""The training loop on real Meta-World at a tiny budget: curve, outputs, resume."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from ptsl.core.config import EnvConfig, ExperimentConfig, RunConfig, SACConfig, TrainConfig
+from ptsl.core.loop import train, write_outputs
+
+
+def _cfg(steps=60) -> RunConfig:
+    return RunConfig(
+        name="tiny", seed=1,
+        experiment=ExperimentConfig(benchmark="reach-v3", method="mtsac", hidden_dim=32,
+                                    num_layers=2),
+        env=EnvConfig(episode_length=20),
+        sac=SACConfig(batch_size=32, init_steps=20),
+        train=TrainConfig(steps=steps, eval_every=20, checkpoint_every=20))
+
+
+def test_train_writes_curve_and_outputs(tmp_path, task_cache):
+    result = train(_cfg(), task_cache=task_cache, progress=False)
+    assert result.curve["step"].tolist() == [0, 20, 40, 60]
+    assert result.curve["success"].between(0, 1).all()
+    assert "success/reach-v3" in result.curve.columns
+    out = tmp_path / "run"
+    write_outputs(_cfg(), result, out)
+    assert sorted(p.name for p in out.iterdir()) == ["curve.csv", "model.pt", "model.pt.sha256",
+                                                         "summary.json"]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["final_step"] == 60 and summary["parameter_count"] == result.parameter_count
+    assert not any(p.name.endswith(".tmp") for p in tmp_path.iterdir())
+
+
+def test_resume_after_interruption(tmp_path, task_cache):
+    cfg = _cfg()
+    scratch = tmp_path / "scratch"
+
+    def interrupt(row):
+        if row["step"] == 40:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        train(cfg, scratch_dir=scratch, task_cache=task_cache, progress=False, on_eval=interrupt)
+    saved = sorted(p.name for p in scratch.iterdir())
+    assert saved == [f"tiny-1-{cfg.key()}-000000040.pt", f"tiny-1-{cfg.key()}-000000040.pt.sha256"]
+    result = train(cfg, scratch_dir=scratch, task_cache=task_cache, progress=False)
+    assert result.resumed_from == 40  # the checkpoint written just before the interruption
+    assert result.curve["step"].tolist() == [0, 20, 40, 60]
+    assert not list(scratch.iterdir())  # a finished run removes its scratch checkpoint
+
+
+def test_scratch_key_changes_with_seed_and_config():
+    a, b = _cfg(), _cfg(steps=80)
+    assert a.key() != b.key()
+    assert a.key() != a.model_copy(update={"seed": 2}).key()
