@@ -5,13 +5,6 @@ task as GIFs under data/videos/<experiment>-<seed>/ (else only its index.json)."
 import argparse
 from pathlib import Path
 
-from ptsl.core.envs import eval_env, load_tasks
-from ptsl.core.evaluation import evaluate
-from ptsl.core.files import folder_aside
-from ptsl.core.persistence import load_agent
-from ptsl.core.records import Evaluation
-from ptsl.core.rollouts import (find_backend, no_backend_message, record_videos, use_backend,
-                                write_no_videos)
 from ptsl.ops.machine import check_machine
 from ptsl.ops.params import load_params, run_config, stage_group
 from ptsl.ops.paths import EVALS, RUNS, TASK_CACHE, VIDEOS, run_id, stage_id
@@ -34,13 +27,22 @@ def main() -> None:
                          "index.json when evaluate.videos is false (default: %(default)s)")
     args = ap.parse_args()
     params = load_params(args.params)
+    cfg = run_config(params, args.exp, args.seed)
+    # The machine check and the agent load torch: a bad params file is answered before that.
     check_machine()
+    from ptsl.core.envs import eval_env, load_tasks
+    from ptsl.core.evaluation import evaluate
+    from ptsl.core.files import folder_aside
+    from ptsl.core.persistence import load_agent
+    from ptsl.core.records import Evaluation
+    from ptsl.core.rollouts import (find_backend, no_backend_message, record_videos,
+                                    use_backend, write_no_videos)
+
     episodes = params.evaluate.episodes
     name = run_id(args.exp, args.seed)
     stage = stage_id("evaluate", args.exp, args.seed, stage_group(params, args.exp))
     # Refused (one line naming the fields) if it was trained under another config than the
     # params file resolves for this run.
-    cfg = run_config(params, args.exp, args.seed)
     agent = load_agent(Path(args.runs) / name / "model.pt", expect=cfg)
     tasks = load_tasks(cfg.experiment.benchmark, cfg.seed, TASK_CACHE)
     env = eval_env(tasks, cfg.env, cfg.seed)

@@ -3,10 +3,6 @@
 import argparse
 from pathlib import Path
 
-from ptsl.core.builders import check_buildable
-from ptsl.core.loop import train, write_outputs
-from ptsl.core.persistence import ResumeCheckpoints
-from ptsl.core.runtime import Runtime
 from ptsl.ops.machine import check_machine
 from ptsl.ops.params import load_params, run_config, stage_group
 from ptsl.ops.paths import RESUME, RUNS, TASK_CACHE, run_id, stage_id
@@ -25,8 +21,15 @@ def main() -> None:
                     help="folder that receives <exp>-<seed>/ (default: %(default)s)")
     args = ap.parse_args()
     params = load_params(args.params)
-    machine = check_machine()
     cfg = run_config(params, args.exp, args.seed)
+    # The machine check and the networks load torch: a bad params file is answered before
+    # that, in under a second.
+    machine = check_machine()
+    from ptsl.core.builders import check_buildable
+    from ptsl.core.loop import train, write_outputs
+    from ptsl.core.persistence import ResumeCheckpoints
+    from ptsl.core.runtime import Runtime
+
     check_buildable(cfg.experiment)
     runtime = Runtime.from_env()  # the machine's choices: checked before anything starts
     device = runtime.torch_device()

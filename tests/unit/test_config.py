@@ -11,7 +11,8 @@ import yaml
 
 from ptsl.core.errors import ConfigError
 from ptsl.core.methods import METHODS
-from ptsl.ops.params import parse_params, run_config
+from ptsl.core.config import ExperimentConfig
+from ptsl.ops.params import parse_params, run_config, stage_group
 
 from ..conftest import ROOT
 
@@ -148,3 +149,17 @@ def test_yaml_errors_are_one_line_with_the_place(tmp_path):
     with pytest.raises(ConfigError, match=r"twice.yaml: not valid YAML \(line \d+, column 1: "
                                           r"duplicate key 'seeds'\)"):
         load_params(twice)
+
+
+def test_only_ptsl_rows_without_their_own_pal_dim_read_the_top_level_one(raw_params):
+    """What decides a row's DVC group (train vs train_ptsl), so `dvc exp run -S pal_dim=32`
+    re-runs the PTSL rows alone; tests/e2e/test_ablation_e2e.py runs one row of each kind."""
+    for name, m in METHODS.items():
+        base = {"benchmark": "mt10", "method": name, "hidden_dim": 32, "num_layers": 2}
+        assert ExperimentConfig(**base).reads_pal_dim == m.ptsl, name
+        if m.ptsl:
+            assert not ExperimentConfig(**base, pal_dim=8).reads_pal_dim
+    params = parse_params(raw_params)
+    assert {stage_group(params, e) for e in params.experiments} == {False, True}
+    assert stage_group(params, "mt10_care_ptsl") and not stage_group(params, "mt50_care_ptsl")
+    assert not stage_group(params, "mt10_softmod")
