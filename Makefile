@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 # Stage commands call `python`/`dvc`; make sure they resolve to the project environment.
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: install repro grid test test-unit test-slow ui exps learning-check bench clean-scratch
+.PHONY: install repro grid test test-unit test-slow test-cuda ui exps learning-check bench clean-scratch
 
 install: $(STAMP)
 
@@ -40,6 +40,10 @@ test: install
 
 test-unit: install
 	pytest -q -n auto tests/unit
+
+# The captured update on a GPU (skipped on CPU-only machines; also part of `make test` there).
+test-cuda: install
+	pytest -q -m cuda tests/unit/test_cuda.py
 
 # Long checks outside CI (for example the learning check on reach-v3).
 test-slow: install

@@ -20,6 +20,7 @@ nothing.
 from __future__ import annotations
 
 import functools
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping
@@ -114,7 +115,7 @@ def _as_mapping(value: Any, cls: type, arg: str) -> dict[str, Any]:
 
 def make_env(benchmark: str = "mt10", seed: int = 1, *,
              env: EnvConfig | Mapping[str, Any] | None = None, evaluation: bool = False,
-             task_cache: str | Path | None = TASK_CACHE) -> MultiTaskVecEnv:
+             task_cache: str | Path | None = TASK_CACHE, vector: str = "sync") -> MultiTaskVecEnv:
     """The multi-task vector environment of ``benchmark`` for ``seed``, under the project's protocol.
 
     ``benchmark`` is ``mt10``, ``mt50`` or one Meta-World v3 task such as ``reach-v3``; row ``i``
@@ -123,17 +124,20 @@ def make_env(benchmark: str = "mt10", seed: int = 1, *,
     (an :class:`EnvConfig` or a mapping of its keys, e.g. ``{"episode_length": 50}``).
     ``evaluation=True`` builds what evaluation steps: raw rewards, tasks stepped in this process.
     Meta-World's goal lists are cached in ``task_cache`` (``.scratch/tasks`` under the current
-    folder; ``None`` for no cache). Call ``close()`` when done.
+    folder; ``None`` for no cache). ``vector="async"`` steps each task in its own process (the
+    same transitions). Call ``close()`` when done.
     """
     if not isinstance(benchmark, str) or not benchmarks.is_benchmark(benchmark):
         raise ConfigError(f"benchmark: unknown benchmark {benchmark!r}; allowed: "
                           f"{benchmarks.ALLOWED}")
     seed = _check_seed(seed)
+    if vector not in ("sync", "async"):
+        raise ConfigError(f"vector: unknown mode {vector!r}; allowed: sync, async")
     env_cfg = section(EnvConfig, _as_mapping(env, EnvConfig, "env"), "env")
     tasks = load_tasks(benchmark, seed, None if task_cache is None else Path(task_cache))
     if evaluation:
         return eval_env(tasks, env_cfg, seed)
-    return MultiTaskVecEnv(tasks, env_cfg, seed)
+    return MultiTaskVecEnv(tasks, env_cfg, seed, vector=vector)
 
 
 # --------------------------------------------------------------------------------------------
@@ -243,13 +247,17 @@ def train(config: RunConfig, *, callback: Callable[[dict[str, float]], None] | N
     the run checkpoints there every ``train.checkpoint_every`` steps, keyed by the resolved
     config, and an interrupted run started again with the same config resumes and ends with the
     same bytes, as the stages do (they use ``.scratch/resume``). ``runtime`` (device, threads)
-    defaults to the ``PTSL_*`` environment variables; ``log`` (a :class:`ptsl.core.log.RunLog`,
+    defaults to the ``PTSL_*`` environment variables, except that the environments step in the
+    calling process unless ``PTSL_VECTOR`` asks otherwise (worker processes would need the
+    script's ``if __name__ == "__main__":`` guard); ``log`` (a :class:`ptsl.core.log.RunLog`,
     such as an MLflow run from :func:`ptsl.ops.tracking.start_run`) defaults to none.
     """
     if not isinstance(config, RunConfig):
         raise ConfigError(f"config: expected a RunConfig (from make_config or "
                           f"config_from_params), got {type(config).__name__}")
     check_buildable(config.experiment)
+    if runtime is None:
+        runtime = Runtime.from_env({"PTSL_VECTOR": "sync", **os.environ})
     return _train(config, scratch_dir=None if resume_dir is None else Path(resume_dir),
                   task_cache=None if task_cache is None else Path(task_cache), log=log,
                   progress=progress, runtime=runtime, on_eval=callback)

@@ -178,9 +178,10 @@ def test_other_errors_are_the_pipelines(tmp_path, task_cache):
         config_from_params("mt10_mtsac", 1, params=tmp_path / "params.yaml")
     with pytest.raises(ConfigError, match=r"^benchmark: unknown benchmark 'mt5'"):
         make_env("mt5")
-    with pytest.raises(ConfigError, match=r"^env\.vector: unknown value 'gpu'; allowed: sync, "
-                                          r"async$"):
-        make_env("reach-v3", env={"vector": "gpu"}, task_cache=task_cache)
+    with pytest.raises(ConfigError, match=r"^vector: unknown mode 'gpu'; allowed: sync, async$"):
+        make_env("reach-v3", vector="gpu", task_cache=task_cache)
+    with pytest.raises(ConfigError, match=r"^env\.vector: unknown key"):
+        make_env("reach-v3", env={"vector": "async"}, task_cache=task_cache)
     with pytest.raises(ConfigError, match=r"^config: expected a RunConfig"):
         train({"method": "mtsac"})
     cfg = make_config("mtsac", "reach-v3", hidden_dim=8, num_layers=1, steps=20, eval_every=20,

@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import pytest
+import torch
 import yaml
 
 from ptsl.core.errors import ConfigError
@@ -26,6 +27,8 @@ def test_defaults_and_values():
     ({"PTSL_THREADS": "many"}, "PTSL_THREADS: expected an integer >= 0, got 'many'"),
     ({"PTSL_THREADS": "-1"}, "PTSL_THREADS: must be >= 0, got -1"),
     ({"PTSL_FAST": "maybe"}, "PTSL_FAST: expected 1 or 0, got 'maybe'"),
+    ({"PTSL_GRAPH": "yes please"}, "PTSL_GRAPH: expected 1 or 0, got 'yes please'"),
+    ({"PTSL_VECTOR": "gpu"}, "PTSL_VECTOR: unknown mode 'gpu'; allowed: auto, sync, async"),
 ])
 def test_bad_values_name_the_variable(env, message):
     with pytest.raises(ConfigError, match=message):
@@ -44,6 +47,27 @@ def test_cuda_without_a_gpu_is_one_clear_line():
 def test_machine_choices_are_not_params():
     params = yaml.safe_load((ROOT / "params.yaml").read_text())
     assert "device" not in params["train"] and "torch_threads" not in params["train"]
+    assert "vector" not in params["env"]
+
+
+def test_graph_and_vector_switches():
+    rt = Runtime.from_env({"PTSL_GRAPH": "0", "PTSL_VECTOR": "ASYNC"})
+    assert rt.graph is False and rt.vector_mode(10) == "async"
+    assert Runtime(vector="sync").vector_mode(50) == "sync"
+    # auto: worker processes only for several tasks, and only with a core per task to spare.
+    assert Runtime().vector_mode(1) == "sync"
+    assert Runtime().vector_mode(10_000) == "sync"
+    cuda, cpu = torch.device("cuda"), torch.device("cpu")
+    assert Runtime().captures(cuda) and not Runtime(fast=False).captures(cuda)
+    assert not Runtime().captures(cpu)
+
+
+def test_a_params_file_with_the_old_vector_key_says_what_replaced_it(raw_params):
+    from ptsl.ops.params import parse_params
+
+    raw_params["env"]["vector"] = "async"
+    with pytest.raises(ConfigError, match=r"^env\.vector: no longer a param .*PTSL_VECTOR="):
+        parse_params(raw_params)
 
 
 def test_stage_reports_a_bad_device_in_one_line(tmp_path):

@@ -26,25 +26,28 @@ EXPERIMENTS = ("mt10_mtsac", "mt10_softmod", "mt10_care", "mt10_care_ptsl", "mt1
 BATCH = 128  # the default budget's batch: about 13 rows per task, some tasks 5 to 11
 
 
-def _batch(seed: int) -> Batch:
+PAPER_BATCH = 1280  # where the task-indexed selections' backward once split across threads
+
+
+def _batch(seed: int, size: int = BATCH) -> Batch:
     rng = np.random.default_rng(seed)
 
     def t(*shape: int) -> torch.Tensor:
         return torch.as_tensor(rng.normal(size=shape).astype(np.float32))
 
-    return Batch(obs=t(BATCH, 39), action=torch.tanh(t(BATCH, 4)), reward=t(BATCH, 1),
-                 next_obs=t(BATCH, 39), not_done=torch.ones(BATCH, 1),
-                 task=torch.as_tensor(rng.integers(0, 10, BATCH)))
+    return Batch(obs=t(size, 39), action=torch.tanh(t(size, 4)), reward=t(size, 1),
+                 next_obs=t(size, 39), not_done=torch.ones(size, 1),
+                 task=torch.as_tensor(rng.integers(0, 10, size)))
 
 
-def _bits(raw_params: dict, experiment: str, threads: int) -> str:
+def _bits(raw_params: dict, experiment: str, threads: int, batch: int = BATCH) -> str:
     """Hash of the weights, Adam moments and two actions after three updates on ``threads``."""
     cfg = run_config(parse_params(raw_params), experiment, 1)
     torch.set_num_threads(threads)
     try:
         agent = build_agent(cfg, Shapes(39, 4, 10), MT10)
         for step in range(3):
-            agent.update(_batch(step), step)
+            agent.update(_batch(step, batch), step)
         obs = np.random.default_rng(9).normal(size=(10, 39)).astype(np.float32)
         actions = [agent.act(obs, np.arange(10), deterministic=d) for d in (True, False)]
     finally:
@@ -71,3 +74,12 @@ def test_the_batches_hold_small_task_groups():
 @pytest.mark.parametrize("experiment", EXPERIMENTS)
 def test_update_and_acting_bits_do_not_depend_on_the_thread_count(raw_params, experiment):
     assert _bits(raw_params, experiment, 1) == _bits(raw_params, experiment, 2)
+
+
+@pytest.mark.parametrize("experiment", EXPERIMENTS)
+def test_paper_batch_bits_are_the_same_run_to_run_and_at_any_thread_count(raw_params, experiment):
+    """At batch 1280 with 2 threads an accumulating index_put (``enc[task]``) once summed in a
+    different order from run to run (CARE, CARE+PTSL): twice with 2 threads, once with 1."""
+    two = _bits(raw_params, experiment, 2, PAPER_BATCH)
+    assert two == _bits(raw_params, experiment, 2, PAPER_BATCH)
+    assert two == _bits(raw_params, experiment, 1, PAPER_BATCH)

@@ -22,6 +22,7 @@ from torch import nn
 
 from .buffer import Batch
 from .errors import TrainingDiverged
+from .nets.task_index import select_task_rows
 
 
 @contextlib.contextmanager
@@ -188,7 +189,8 @@ class MultiTaskSAC(nn.Module):
     """
 
     def __init__(self, nets: Networks, num_tasks: int, action_dim: int, hp: SACHyper,
-                 generator: torch.Generator, meta: Mapping[str, Any] | None = None) -> None:
+                 generator: torch.Generator, meta: Mapping[str, Any] | None = None,
+                 capturable: bool = False) -> None:
         super().__init__()
         self.actor = nets.actor
         self.critic = nets.critic
@@ -206,22 +208,40 @@ class MultiTaskSAC(nn.Module):
         actor_params = nets.actor_params or list(nets.actor.trunk.parameters())
         self._actor_params = list(actor_params)
         # foreach Adam: one kernel per step for all tensors; on CPU the same bytes as the loop.
-        self.actor_opt = torch.optim.Adam(self._actor_params, lr=hp.actor_lr, foreach=True)
-        self.critic_opt = torch.optim.Adam(self.critic.parameters(), lr=hp.critic_lr, foreach=True)
-        self.alpha_opt = torch.optim.Adam([self.log_alpha], lr=hp.alpha_lr, foreach=True)
+        # capturable (CUDA only): step counters on the device, so the step makes no host read
+        # and a CUDA graph can capture it; set from the first update on, never switched.
+        adam = dict(foreach=True, capturable=capturable)
+        self.actor_opt = torch.optim.Adam(self._actor_params, lr=hp.actor_lr, **adam)
+        self.critic_opt = torch.optim.Adam(self.critic.parameters(), lr=hp.critic_lr, **adam)
+        self.alpha_opt = torch.optim.Adam([self.log_alpha], lr=hp.alpha_lr, **adam)
         self.task_encoder_opt = (
-            torch.optim.Adam(self.task_encoder.parameters(), lr=hp.task_encoder_lr, foreach=True)
+            torch.optim.Adam(self.task_encoder.parameters(), lr=hp.task_encoder_lr, **adam)
             if self.task_encoder is not None else None)
         #: Run the update's fast path (see :meth:`update`); :mod:`ptsl.core.runtime` sets it.
         self.fast_path = True
+        #: Task-indexed selections with static shapes (:meth:`set_static_shapes`).
+        self.static_shapes = False
+        #: Counts :meth:`load_training_state` calls: a captured update made before a load would
+        #: keep updating the replaced optimizer moments, so it re-captures when this changes.
+        self.state_version = 0
 
     @property
     def device(self) -> torch.device:
         return self.log_alpha.device
 
+    def set_static_shapes(self, on: bool) -> None:
+        """Switch every task-indexed selection (PTSL's task layers, the task encoding, the
+        temperature) between the CPU formulation and the static one that a GPU and a captured
+        update need (:mod:`ptsl.core.nets.task_index`); the same values either way."""
+        for module in self.modules():
+            if hasattr(module, "static_shapes"):
+                module.static_shapes = on
+
     def alpha(self, task: torch.Tensor) -> torch.Tensor:
         """Per-sample temperature, selected by task index (shape B x 1)."""
-        return self.log_alpha.exp()[task].unsqueeze(-1)
+        if self.static_shapes:
+            return select_task_rows(self.log_alpha.exp().unsqueeze(1), task, static=True)
+        return self.log_alpha.exp()[task].unsqueeze(-1)  # P = 1: deterministic on CPU
 
     def encode_task(self, task: torch.Tensor) -> torch.Tensor | None:
         return None if self.task_encoder is None else self.task_encoder(task)
@@ -251,6 +271,11 @@ class MultiTaskSAC(nn.Module):
         out = action.cpu().numpy()
         return out[0] if single else out
 
+    def fast_update(self, batch: Batch) -> dict[str, torch.Tensor]:
+        """:meth:`update` on the fast path whatever :attr:`fast_path` says: no host read, so a
+        CUDA graph can capture it (:mod:`ptsl.core.update_step`)."""
+        return self._update(batch, None, fast=True)
+
     def update(self, batch: Batch, step: int) -> dict[str, torch.Tensor]:
         """One SAC update on ``batch`` in the reference order; returns the losses (0-dim tensors).
 
@@ -262,8 +287,10 @@ class MultiTaskSAC(nn.Module):
         losses stay on the device for :func:`check_losses` to read every few updates, so nothing
         waits for the device. Both paths give the same parameters (a test compares them).
         """
+        return self._update(batch, step, fast=self.fast_path)
+
+    def _update(self, batch: Batch, step: int | None, fast: bool) -> dict[str, torch.Tensor]:
         hp = self.hp
-        fast = self.fast_path
         task = batch.task
         if self.task_encoder_opt is not None:
             self.task_encoder_opt.zero_grad(set_to_none=True)
@@ -325,6 +352,9 @@ class MultiTaskSAC(nn.Module):
                 "generator": self.generator.get_state()}
 
     def load_training_state(self, state: Mapping[str, Any]) -> None:
+        """Restore :meth:`training_state`; any captured update is re-captured before its next
+        use (:attr:`state_version`)."""
+        self.state_version += 1
         self.load_state_dict(state["model"])
         opts = {"actor": self.actor_opt, "critic": self.critic_opt, "alpha": self.alpha_opt,
                 "task_encoder": self.task_encoder_opt}

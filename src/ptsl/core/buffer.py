@@ -115,6 +115,11 @@ class DeviceReplayBuffer:
         self.generator = torch.Generator(device=self.device).manual_seed(seed)
         self.pos = 0
         self.full = False
+        #: len(self) on the device, updated in place: a captured sampler reads the current size
+        #: at every replay, where a Python int would stay frozen at its value during capture.
+        self.size_t = torch.zeros((), dtype=torch.int64, device=self.device)
+        #: Counts :meth:`load_state_dict` calls (a captured sampler re-captures after one).
+        self.state_version = 0
         o, a = obs_dim, action_dim
         self._cols = {"obs": slice(0, o), "action": slice(o, o + a), "reward": slice(o + a, o + a + 1),
                       "next_obs": slice(o + a + 1, 2 * o + a + 1),
@@ -140,6 +145,7 @@ class DeviceReplayBuffer:
         self.data.index_copy_(0, idx, rows)
         self.full = self.full or self.pos + n >= self.capacity
         self.pos = int((self.pos + n) % self.capacity)
+        self.size_t.fill_(len(self))
 
     def sample(self, batch_size: int, rng: np.random.Generator | None = None,
                device: torch.device | str | None = None) -> Batch:
@@ -148,7 +154,10 @@ class DeviceReplayBuffer:
         if size == 0:
             raise RuntimeError("cannot sample from an empty replay buffer")
         idx = torch.randint(0, size, (batch_size,), generator=self.generator, device=self.device)
-        rows = self.data.index_select(0, idx)
+        return self.fields(self.data.index_select(0, idx))
+
+    def fields(self, rows: torch.Tensor) -> Batch:
+        """The fields of packed ``rows`` (a selection of :attr:`data`), as column views."""
         c = self._cols
         return Batch(obs=rows[:, c["obs"]], action=rows[:, c["action"]],
                      reward=rows[:, c["reward"]], next_obs=rows[:, c["next_obs"]],
@@ -178,8 +187,10 @@ class DeviceReplayBuffer:
                                 np.asarray(state["task"], np.float32).reshape(n, 1)], axis=1)
         self.data[:n] = torch.from_numpy(block).to(self.device)
         self.pos, self.full = int(state["pos"]), bool(state["full"])
+        self.size_t.fill_(len(self))
         if "generator" in state:
             self.generator.set_state(state["generator"])
+        self.state_version += 1
 
 
 def make_buffer(capacity: int, obs_dim: int, action_dim: int, device: torch.device,

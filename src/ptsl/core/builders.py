@@ -208,11 +208,13 @@ def check_buildable(exp: ExperimentConfig) -> None:
 
 def build_agent(cfg: RunConfig, shapes: Shapes, task_names: tuple[str, ...],
                 device: torch.device | str = "cpu", seed: int | None = None,
-                task_embeddings: Table = None) -> MultiTaskSAC:
+                task_embeddings: Table = None, capturable: bool = False) -> MultiTaskSAC:
     """The agent of one run, on ``device``, initialised from ``seed`` (default: the run's seed).
 
     The methods that read embeddings read those of ``task_names`` from
-    ``data/task_embeddings/metaworld-mt50.json`` unless ``task_embeddings`` is given.
+    ``data/task_embeddings/metaworld-mt50.json`` unless ``task_embeddings`` is given. Off the
+    CPU its task-indexed selections take static shapes (no host read, no sort); ``capturable``
+    (CUDA) keeps Adam's step counters on the device so the update can be captured.
     """
     device = torch.device(device)
     if method(cfg.experiment.method).embeddings and task_embeddings is None:
@@ -224,7 +226,8 @@ def build_agent(cfg: RunConfig, shapes: Shapes, task_names: tuple[str, ...],
     meta: dict[str, Any] = {"config": cfg.to_dict(), "obs_dim": shapes.obs_dim,
                             "action_dim": shapes.action_dim, "task_names": list(task_names)}
     agent = MultiTaskSAC(nets, shapes.num_tasks, shapes.action_dim, sac_hyper(cfg.sac),
-                         sample_gen, meta)
+                         sample_gen, meta, capturable=capturable)
+    agent.set_static_shapes(device.type != "cpu")
     return agent.to(device)
 
 

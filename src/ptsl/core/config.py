@@ -58,7 +58,6 @@ class EnvConfig(Section):
     reward_version: Literal["v1", "v2"] = "v1"
     normalize_reward: StrictBool = True
     reward_alpha: Annotated[Number, Field(gt=0.0, le=1.0)] = 0.001
-    vector: Literal["sync", "async"] = "sync"
 
 
 class SACConfig(Section):
@@ -180,7 +179,7 @@ class ExperimentConfig(Section):
 
 # Keys that older saved agents carry in their config; the machine now chooses them
 # (:mod:`ptsl.core.runtime`), so they are dropped when such an agent is loaded.
-_RETIRED_TRAIN_KEYS = ("device", "torch_threads")
+_RETIRED_KEYS = {"train": ("device", "torch_threads"), "env": ("vector",)}
 
 
 class RunConfig(BaseModel):
@@ -217,8 +216,9 @@ class RunConfig(BaseModel):
     @staticmethod
     def from_dict(data: Mapping[str, Any]) -> "RunConfig":
         """Inverse of :meth:`to_dict` (used when loading a saved agent)."""
-        train = {k: v for k, v in data["train"].items() if k not in _RETIRED_TRAIN_KEYS}
-        return section(RunConfig, {**data, "train": train}, "config")
+        kept = {name: {k: v for k, v in data[name].items() if k not in retired}
+                for name, retired in _RETIRED_KEYS.items()}
+        return section(RunConfig, {**data, **kept}, "config")
 
 
 def resolve_run(name: str, seed: int, experiment: ExperimentConfig, env: EnvConfig,

@@ -4,7 +4,8 @@ One sub-environment per task, each with its own goal (fixed for the run and draw
 or resampled at every reset), episodes cut at ``episode_length`` steps, rewards divided by a
 running standard deviation like mtenv's ``NormalizedEnvWrapper``, and the task index delivered
 with every observation. Sub-environments step in this process (``sync``) or in worker processes
-(``async``) through gymnasium's vector environments.
+(``async``) through gymnasium's vector environments: the same transitions either way (a test
+compares them), so the mode is the machine's choice (``PTSL_VECTOR``, :mod:`ptsl.core.runtime`).
 """
 
 from __future__ import annotations
@@ -275,14 +276,13 @@ class MultiTaskVecEnv:
     """
 
     def __init__(self, tasks: TaskSet, env_cfg: EnvConfig, seed: int, *,
-                 normalize_reward: bool | None = None, vector: str | None = None) -> None:
+                 normalize_reward: bool | None = None, vector: str = "sync") -> None:
         normalize = env_cfg.normalize_reward if normalize_reward is None else normalize_reward
         fns = [functools.partial(MetaWorldTaskEnv, name, tasks.goals[i], env_cfg,
                                  task_seed(seed, i), normalize)
                for i, name in enumerate(tasks.names)]
-        mode = vector or env_cfg.vector
         kwargs = {"autoreset_mode": gym.vector.AutoresetMode.DISABLED}
-        if mode == "async":
+        if vector == "async":
             self._vec = gym.vector.AsyncVectorEnv(fns, context="spawn", **kwargs)
         else:
             self._vec = SerialEnvs(fns)

@@ -43,3 +43,8 @@ class WriteError(OSError):
 class EnvCheckError(RuntimeError):
     """The machine cannot run the pipeline (a package at another version, MuJoCo that does not
     load, a benchmark that does not build); the message says what to fix."""
+
+
+class GraphCaptureError(RuntimeError):
+    """Capturing the update as a CUDA graph failed; the message names the cause and the switch
+    that trains without capture (``PTSL_GRAPH=0``)."""

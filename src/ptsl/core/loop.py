@@ -12,9 +12,9 @@ while the update runs (``step_async``, update, ``step_wait``): the same transiti
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import pandas as pd
@@ -23,7 +23,7 @@ from tqdm import tqdm
 
 from . import faults
 from .agent import MultiTaskSAC, check_losses
-from .buffer import make_buffer
+from .buffer import DeviceReplayBuffer, make_buffer
 from .builders import Shapes, build_agent
 from .config import RunConfig
 from .envs import MultiTaskVecEnv, StepResult, eval_env, load_tasks
@@ -34,6 +34,7 @@ from .log import NoLog, RunLog
 from .persistence import ResumeCheckpoints, save_agent
 from .records import Curve, Summary
 from .runtime import Runtime
+from .update_step import CapturedStep, DeviceSampler, UpdateStep
 
 
 @dataclass(frozen=True)
@@ -56,14 +57,20 @@ class Training:
         self.cfg, self.runtime, self.log, self.checkpoints = cfg, runtime, log, checkpoints
         self.device = runtime.torch_device()
         tasks = load_tasks(cfg.experiment.benchmark, cfg.seed, task_cache)
-        self.env = MultiTaskVecEnv(tasks, cfg.env, cfg.seed)
+        self.env = MultiTaskVecEnv(tasks, cfg.env, cfg.seed,
+                                   vector=runtime.vector_mode(tasks.num_tasks))
         self.eval_env = eval_env(tasks, cfg.env, cfg.seed)
         shapes = Shapes(self.env.obs_dim, self.env.action_dim, self.env.num_tasks)
-        self.agent = build_agent(cfg, shapes, tasks.names, device=self.device)
+        static = runtime.captures(self.device)
+        self.agent = build_agent(cfg, shapes, tasks.names, device=self.device, capturable=static)
         self.agent.fast_path = runtime.fast
         self.buffer = make_buffer(cfg.sac.buffer_capacity, self.env.obs_dim, self.env.action_dim,
                                   self.device, seed=cfg.seed + 2, fast=runtime.fast)
         self.rng = np.random.default_rng(cfg.seed)
+        #: On CUDA's fast path every update is the static step, captured unless PTSL_GRAPH=0;
+        #: elsewhere None (a batch sampled on the host, :meth:`MultiTaskSAC.update`).
+        self.step = static_step(self.agent, self.buffer, cfg.sac.batch_size, runtime) \
+            if static else None
         self.curve: list[dict[str, float]] = []
         # Losses stay on the device; they are checked and averaged once per episode (one host
         # transfer per episode_length updates), and before any checkpoint is written.
@@ -150,8 +157,12 @@ class Training:
         if updating:
             sac = self.cfg.sac
             for _ in range(sac.init_steps if step == sac.init_steps else 1):
-                batch = self.buffer.sample(sac.batch_size, self.rng, self.device)
-                self.losses.append((step, self.agent.update(batch, step)))
+                if self.step is None:
+                    batch = self.buffer.sample(sac.batch_size, self.rng, self.device)
+                    self.losses.append((step, self.agent.update(batch, step)))
+                else:
+                    self.step()
+                    self.losses.append((step, self.step.losses()))
                 faults.point("update")
         result = self.env.step_wait() if overlap else self.env.step(action)
         if faults.nan_reward(step):
@@ -196,6 +207,19 @@ class Training:
             "rng": self.rng.bit_generator.state, "env": self.env.get_state(),
             "curve": self.curve, "log_run_id": self.log.run_id})
         self.last_checkpoint = done
+
+
+def static_step(agent: MultiTaskSAC, buffer: DeviceReplayBuffer, batch_size: int,
+                runtime: Runtime) -> UpdateStep | CapturedStep:
+    """The update as the static step on ``buffer``'s device, sampling there; replayed as a CUDA
+    graph unless ``runtime.graph`` is off (the same numbers either way)."""
+    step = UpdateStep(agent, buffer, batch_size, DeviceSampler(buffer, buffer.generator))
+    if not runtime.graph:
+        return step
+    from .cuda_graph import CudaBackend
+
+    return CapturedStep(step, CudaBackend(buffer.device), (agent.generator, buffer.generator),
+                        lambda: (agent.state_version, buffer.state_version))
 
 
 def train(cfg: RunConfig, *, scratch_dir: Path | None = None, task_cache: Path | None = None,

@@ -8,13 +8,20 @@ key as one trained on a laptop, and a run cache filled on one kind of machine fa
 - ``PTSL_THREADS``: torch's intra-op threads; ``0`` (the default) keeps torch's own choice.
 - ``PTSL_FAST``: ``1`` (the default) runs the fast path of the same agent (see
   :mod:`ptsl.core.agent`); ``0`` the plain path, kept for comparison. On CPU both give the same bytes.
+- ``PTSL_GRAPH``: on CUDA's fast path, ``1`` (the default) replays the update as one captured
+  CUDA graph (:mod:`ptsl.core.update_step`); ``0`` runs the same static step eagerly, with the
+  same numbers. No effect on CPU.
+- ``PTSL_VECTOR``: how the training environments step: ``sync`` (in this process), ``async``
+  (one worker process per task) or ``auto`` (the default: ``async`` for several tasks where this
+  process may use a core per task besides its own, else ``sync``). Both give the same
+  transitions.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Mapping
 
 import torch
 
@@ -23,16 +30,23 @@ from .errors import ConfigError
 DEVICE_ENV = "PTSL_DEVICE"
 THREADS_ENV = "PTSL_THREADS"
 FAST_ENV = "PTSL_FAST"
+GRAPH_ENV = "PTSL_GRAPH"
+VECTOR_ENV = "PTSL_VECTOR"
 DEVICES = ("auto", "cpu", "cuda")
+VECTOR_MODES = ("auto", "sync", "async")
+_SWITCH = {"1": True, "true": True, "on": True, "0": False, "false": False, "off": False}
 
 
 @dataclass(frozen=True)
 class Runtime:
-    """Device, thread count and update path of one process (see the module docstring)."""
+    """Device, thread count, update path and environment stepping of one process (see the
+    module docstring)."""
 
     device: str = "auto"
     threads: int = 0
     fast: bool = True
+    graph: bool = True
+    vector: str = "auto"
 
     def __post_init__(self) -> None:
         if self.device not in DEVICES:
@@ -40,9 +54,12 @@ class Runtime:
                               f"{', '.join(DEVICES)}")
         if self.threads < 0:
             raise ConfigError(f"{THREADS_ENV}: must be >= 0, got {self.threads}")
+        if self.vector not in VECTOR_MODES:
+            raise ConfigError(f"{VECTOR_ENV}: unknown mode {self.vector!r}; allowed: "
+                              f"{', '.join(VECTOR_MODES)}")
 
     @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None) -> "Runtime":
+    def from_env(cls, environ: Mapping[str, str] | None = None) -> Runtime:
         """The runtime the environment variables ask for; a bad value is a ConfigError."""
         env = os.environ if environ is None else environ
         device = env.get(DEVICE_ENV, "auto").strip().lower() or "auto"
@@ -51,10 +68,9 @@ class Runtime:
             threads = int(raw_threads)
         except ValueError:
             raise ConfigError(f"{THREADS_ENV}: expected an integer >= 0, got {raw_threads!r}") from None
-        raw_fast = env.get(FAST_ENV, "1").strip().lower() or "1"
-        if raw_fast not in ("0", "1", "true", "false", "on", "off"):
-            raise ConfigError(f"{FAST_ENV}: expected 1 or 0, got {raw_fast!r}")
-        return cls(device=device, threads=threads, fast=raw_fast in ("1", "true", "on"))
+        vector = env.get(VECTOR_ENV, "auto").strip().lower() or "auto"
+        return cls(device=device, threads=threads, fast=_switch(env, FAST_ENV),
+                   graph=_switch(env, GRAPH_ENV), vector=vector)
 
     def torch_device(self) -> torch.device:
         """The torch device; ``cuda`` without a visible GPU is a ConfigError."""
@@ -65,12 +81,30 @@ class Runtime:
                               "(CPU-only torch build or no GPU); allowed here: auto, cpu")
         return torch.device(self.device)
 
+    def vector_mode(self, num_tasks: int) -> str:
+        """``sync`` or ``async`` for ``num_tasks`` environments (``auto``: see the module)."""
+        if self.vector != "auto":
+            return self.vector
+        spare = len(os.sched_getaffinity(0)) > num_tasks
+        return "async" if num_tasks > 1 and spare else "sync"
+
+    def captures(self, device: torch.device) -> bool:
+        """Whether the update runs as the static step (CUDA's fast path) and is captured."""
+        return self.fast and device.type == "cuda"
+
     def apply(self) -> None:
         """Set this process up to compute: torch's intra-op thread count when one is asked for,
         and the C allocator's reuse of freed memory (:func:`keep_freed_memory`)."""
         if self.threads:
             torch.set_num_threads(self.threads)
         keep_freed_memory()
+
+
+def _switch(env: Mapping[str, str], name: str) -> bool:
+    raw = env.get(name, "1").strip().lower() or "1"
+    if raw not in _SWITCH:
+        raise ConfigError(f"{name}: expected 1 or 0, got {raw!r}")
+    return _SWITCH[raw]
 
 
 #: glibc ``mallopt`` parameters (malloc.h).

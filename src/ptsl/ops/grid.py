@@ -3,9 +3,9 @@
 ``python -m ptsl.ops.grid`` (``make grid``) first checks what the ``validate`` stage checks
 (:mod:`ptsl.ops.validate`), then asks DVC which training stages are stale
 (``dvc status --json``), runs each one with ``dvc repro --single-item`` in its own workspace (a
-clone of the current commit sharing the DVC cache, :mod:`ptsl.ops.workspace`) as a Ray task, and then
-runs a plain ``dvc repro`` in the main workspace, which restores every trained stage from the run
-cache without training it again, evaluates and aggregates. Before that repro the grid drops the
+clone of the current commit sharing the DVC cache, :mod:`ptsl.ops.workspace`) as a Ray task, and
+then runs a plain ``dvc repro`` in the main workspace, which restores every trained stage from the
+run cache without training it again, evaluates and aggregates. Before that repro the grid drops the
 trained stages' entries from dvc.lock (:func:`adopt_worker_results`): an entry names outputs
 trained elsewhere (the commit's, say from another machine), and DVC restores a stage from its
 entry alone, training it again when those outputs are not in the cache; without an entry it
@@ -13,7 +13,8 @@ looks the stage up in the run cache, where the workers' results are, and records
 dvc.lock. ``--address`` joins a Ray cluster;
 there a DVC remote is the shared cache (workers ``dvc repro --pull`` then
 ``dvc push --run-cache``, the head ``dvc repro --pull``). Workspaces and logs live in the scratch
-folder (``.scratch/grid/``).
+folder (``.scratch/grid/``). ``--mps`` runs the stages that share a GPU under NVIDIA MPS
+(:mod:`ptsl.ops.mps`).
 """
 
 from __future__ import annotations
@@ -26,20 +27,33 @@ import re
 import subprocess
 import sys
 import time
+from collections.abc import Mapping, Sequence
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
-from .stage import USER_ERRORS
+from .mps import MpsDaemon, MpsError
 from .paths import SCRATCH
+from .stage import USER_ERRORS
 from .tracking import TRACKING_ENV, close_orphans, prepare_store
 from .validate import validate_project
-from .workspace import (StageJob, StageOutcome, WorkspaceError, head_commit, run_job,
-                        uncommitted_inputs)
+from .workspace import (
+    StageJob,
+    StageOutcome,
+    WorkspaceError,
+    head_commit,
+    run_job,
+    uncommitted_inputs,
+)
 
 TRAINING_GROUPS = ("train", "train_ptsl")
 # Variables a worker's stage must see as the head sees them (a cluster node has its own env).
-FORWARDED_ENV = ("PTSL_DEVICE", TRACKING_ENV)
+FORWARDED_ENV = ("PTSL_DEVICE", "PTSL_GRAPH", "PTSL_VECTOR", TRACKING_ENV)
+# MPS serves at most 48 client processes per GPU (Volta and later; NVIDIA's MPS guide), so
+# under --mps a run takes at least 1/48 of a GPU, rounded up to Ray's 4 decimals.
+MPS_MAX_CLIENTS = 48
+MPS_MIN_SHARE = math.ceil(10_000 / MPS_MAX_CLIENTS) / 10_000
 
 
 class GridError(RuntimeError):
@@ -60,7 +74,7 @@ class Resources:
 
 def _dvc(root: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
     proc = subprocess.run([sys.executable, "-m", "dvc", *args], cwd=root, capture_output=True,
-                          text=True)
+                          text=True, check=False)
     if check and proc.returncode != 0:
         raise GridError(f"dvc {' '.join(args)} failed: "
                         f"{''.join((proc.stderr or proc.stdout).strip().splitlines()[-1:])}")
@@ -127,7 +141,8 @@ def _init_ray(args: argparse.Namespace):
 
     import ray
 
-    opts = dict(include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING)
+    opts = {"include_dashboard": False, "log_to_driver": False,
+            "logging_level": logging.WARNING}
     if args.address:
         ray.init(address=args.address, **opts)
     else:
@@ -208,14 +223,56 @@ def close_orphaned_runs(uri: str, stages: Sequence[str]) -> None:
         close_orphans(client, exp.experiment_id, stage)
 
 
-def _worker_env(res: Resources, tracking: str | None) -> dict[str, str]:
+def _worker_env(res: Resources, tracking: str | None,
+                mps: MpsDaemon | None = None) -> dict[str, str]:
+    """The variables a stage process gets on top of its worker's environment."""
     env = {k: os.environ[k] for k in FORWARDED_ENV if k in os.environ}
     # One run's share of the cores: PTSL_THREADS for torch, OMP for the libraries under it.
     env.update(PTSL_THREADS=str(res.threads), OMP_NUM_THREADS=str(res.threads),
                MKL_NUM_THREADS=str(res.threads))
+    # PTSL_VECTOR=auto would count the node's cores, not the run's share: a worker's tasks step
+    # in its own process unless asked otherwise (the same transitions either way).
+    env.setdefault("PTSL_VECTOR", "sync")
     if tracking:
         env["MLFLOW_TRACKING_URI"] = tracking
+    if mps:
+        # A stage that cannot reach the daemon's pipe directory runs without MPS, silently.
+        env.update(mps.env())
     return env
+
+
+def mps_daemon(root: Path) -> MpsDaemon:
+    """The MPS daemon ``--mps`` starts or reuses, logging to the scratch folder; a GridError
+    or MpsError when MPS cannot work here."""
+    if os.environ.get("PTSL_DEVICE") == "cpu":
+        raise GridError("--mps shares GPUs among runs, but PTSL_DEVICE=cpu keeps every stage on "
+                        "the CPU: unset PTSL_DEVICE or drop --mps")
+    return MpsDaemon.for_node(root / SCRATCH / "grid" / "mps-log")
+
+
+def mps_gpus_per_run(total_gpus: float, gpus_per_run: float, given: bool) -> float:
+    """One run's GPU share under ``--mps``: ``gpus_per_run``, the default raised to
+    :data:`MPS_MIN_SHARE` where the CPUs would put more runs on a GPU than MPS serves; a
+    GridError when there is no GPU to share or a ``given`` share is below that."""
+    if total_gpus <= 0:
+        raise GridError("--mps: Ray sees no GPU on this machine; MPS shares a GPU among runs, "
+                        "so run without --mps")
+    if gpus_per_run < MPS_MIN_SHARE:
+        if given:
+            raise GridError(f"--mps: --gpus-per-run {gpus_per_run:g} puts more than "
+                            f"{MPS_MAX_CLIENTS} runs on a GPU, which MPS does not serve; use "
+                            f">= {MPS_MIN_SHARE:g}")
+        return MPS_MIN_SHARE
+    return gpus_per_run
+
+
+def stop_mps(mps: MpsDaemon) -> None:
+    """Quit the daemon if the grid started it; a failure is a warning (the stages' results
+    stand) that says how to quit it by hand."""
+    try:
+        mps.stop()
+    except MpsError as exc:
+        print(f"warning: {exc}", file=sys.stderr, flush=True)
 
 
 def adopt_worker_results(root: Path, stages: Sequence[str]) -> None:
@@ -344,7 +401,8 @@ def trained_here(repro_output: str, groups: Sequence[str] = TRAINING_GROUPS) -> 
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(prog="python -m ptsl.ops.grid", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m ptsl.ops.grid",
+                                 description=__doc__.split("\n\n")[0])
     ap.add_argument("--workers", type=int, default=0,
                     help="local Ray: runs at once (default: the CPU cores / --cpus-per-run)")
     ap.add_argument("--cpus-per-run", type=float, default=1.0,
@@ -359,6 +417,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                     help="Ray retries of a stage whose worker died (it resumes from its scratch "
                          "checkpoint; default 0: report it)")
     ap.add_argument("--dry", action="store_true", help="list the stale training stages and exit")
+    ap.add_argument("--mps", action="store_true",
+                    help="NVIDIA MPS (the Multi-Process Service) runs the CUDA kernels of the "
+                         "runs sharing a GPU at once instead of in turns: start the grid's "
+                         "nvidia-cuda-mps-control daemon, or reuse it, for the stages (local "
+                         "Ray only; default --gpus-per-run as without it, at least 1/48)")
     args = ap.parse_args(argv)
     if args.cpus_per_run <= 0:
         ap.error(f"--cpus-per-run: must be > 0, got {args.cpus_per_run}")
@@ -366,11 +429,18 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         ap.error(f"--gpus-per-run: must be in [0, 1], got {args.gpus_per_run}")
     if args.workers < 0:
         ap.error(f"--workers: must be >= 1, got {args.workers}")
+    if args.mps and args.address:
+        ap.error("--mps: not with --address: MPS is per node; start nvidia-cuda-mps-control on "
+                 "each node yourself")
+    if args.mps and args.gpus_per_run == 0:
+        ap.error("--mps: not with --gpus-per-run 0: MPS shares a GPU among runs")
     return args
 
 
 def run(args: argparse.Namespace, root: Path) -> int:
     """The whole command; returns the exit status."""
+    # Before anything else: a flag that cannot work here says so at once.
+    mps = mps_daemon(root) if args.mps else None
     if not (root / "dvc.yaml").is_file():
         raise GridError(f"no dvc.yaml in {root}: run the grid from the project root")
     # The workers run `dvc repro --single-item`, which skips the validate stage: check here what
@@ -396,21 +466,32 @@ def run(args: argparse.Namespace, root: Path) -> int:
                             f"{' ...' if len(dirty) > 5 else ''}: workers run the commit "
                             "(git clone), so commit or stash them first")
         tracking = prepare_store(("train",), root)
-        ray = _init_ray(args)
-        try:
+        # Callbacks run last-in first-out: Ray (and the stage processes) stop before the daemon.
+        with ExitStack() as stack:
+            if mps:
+                # Before Ray: a process that set up CUDA before the daemon ran never uses it.
+                mps.start()
+                stack.callback(stop_mps, mps)
+            ray = _init_ray(args)
+            stack.callback(ray.shutdown)
             total = ray.cluster_resources()
             gpus = args.gpus_per_run
             if gpus is None:
+                # With --mps too: it already puts as many runs on each GPU as the CPUs feed.
                 gpus = default_gpus_per_run(total.get("CPU", 1), total.get("GPU", 0),
                                             args.cpus_per_run)
+            if mps:
+                gpus = mps_gpus_per_run(total.get("GPU", 0), gpus, args.gpus_per_run is not None)
             res = Resources(args.cpus_per_run, gpus)
             print(f"grid: {len(stages)} training stage(s) on Ray ({total.get('CPU', 0):g} CPUs, "
                   f"{total.get('GPU', 0):g} GPUs); per run {res.cpus:g} CPU, {res.gpus:g} GPU, "
-                  f"{res.threads} torch thread(s)", flush=True)
-            common = dict(repo=str(root), commit=head_commit(root),
-                          cache="" if pull else cache_dir(root),
-                          scratch=str((root / SCRATCH).resolve()), remote=pull,
-                          env=_worker_env(res, tracking))
+                  f"{res.threads} torch thread(s)"
+                  + (f"; up to {math.floor(1 / res.gpus)} run(s) per GPU under MPS" if mps
+                     else ""), flush=True)
+            common = {"repo": str(root), "commit": head_commit(root),
+                      "cache": "" if pull else cache_dir(root),
+                      "scratch": str((root / SCRATCH).resolve()), "remote": pull,
+                      "env": _worker_env(res, tracking, mps)}
             jobs = [StageJob(stage=s, **common) for s in stages]
             t0 = time.perf_counter()
             outcomes = fan_out(jobs, res, args.retries, ray)
@@ -418,14 +499,13 @@ def run(args: argparse.Namespace, root: Path) -> int:
                   flush=True)
             if tracking:
                 close_orphaned_runs(tracking, [o.stage for o in outcomes if not o.ok])
-        finally:
-            ray.shutdown()
     failed = [o for o in outcomes if not o.ok]
     rc = fan_in(root, [o for o in outcomes if o.ok], cached, bool(failed), pull)
     if failed:
         print(f"error: {len(failed)} training stage(s) failed: "
               + "; ".join(f"{o.stage} (log: {o.log})" for o in failed), file=sys.stderr)
-        print("run `python -m ptsl.ops.grid` again to run only what is still stale", file=sys.stderr)
+        print("run `python -m ptsl.ops.grid` again to run only what is still stale",
+              file=sys.stderr)
         return 1
     return rc
 
@@ -434,7 +514,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     try:
         return run(args, Path.cwd().resolve())
-    except (GridError, WorkspaceError, *USER_ERRORS) as exc:
+    except (GridError, WorkspaceError, MpsError, *USER_ERRORS) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

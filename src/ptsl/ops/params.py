@@ -171,6 +171,9 @@ def parse_params(raw: Any, check_presets: bool = True) -> Params:
     unknown = sorted(set(raw) - top)
     if unknown:
         raise ConfigError(f"{unknown[0]}: unknown key; allowed: {', '.join(sorted(top))}")
+    if isinstance(raw.get("env"), Mapping) and "vector" in raw["env"]:
+        raise ConfigError("env.vector: no longer a param (it changed no number): the machine "
+                          "chooses how environments step; set PTSL_VECTOR=auto|sync|async")
     for required in ("env", "sac", "train", "experiments", "runs", "seeds", "long_seeds"):
         if required not in raw:
             raise ConfigError(f"{required}: missing required key")

@@ -7,13 +7,13 @@ import signal
 import sys
 from typing import Callable
 
-from ..core.errors import (ConfigError, CorruptFileError, EnvCheckError, TrainingDiverged,
-                           WriteError)
+from ..core.errors import (ConfigError, CorruptFileError, EnvCheckError, GraphCaptureError,
+                           TrainingDiverged, WriteError)
 from .tracking import TrackingError
 
 # Errors whose message already says what is wrong and what to do.
 USER_ERRORS = (ConfigError, FileNotFoundError, EnvCheckError, TrainingDiverged, CorruptFileError,
-               WriteError, TrackingError)
+               WriteError, TrackingError, GraphCaptureError)
 
 
 def run_stage(main: Callable[[], None]) -> None:

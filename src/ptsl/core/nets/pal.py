@@ -9,8 +9,9 @@ Departure from the reference's mechanics (not its maths): the reference stores t
 indices in every layer through a ``set_indices`` side channel before each forward; here the
 task index tensor is an argument of ``forward`` and ``W_t``/``c_t`` are gathered per row, so a
 mixed-task batch needs no state. Each row's task layer is computed by :func:`task_layer` (rows
-grouped by task on CPU, one GEMM over every task on a GPU) instead of the reference's gather and
-batched matmul: the same values and gradients, faster. The residual mixing is the reference's.
+grouped by task on CPU, one GEMM over every task with static shapes on a GPU) instead of the
+reference's gather and batched matmul: the same values and gradients, faster. The residual mixing
+is the reference's.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from typing import NamedTuple
 
 import torch
 from torch import nn
+
+from .task_index import gather_task, select_task_rows
 
 RESIDUAL_MODES = ("none", "sum", "linear", "project")
 
@@ -36,28 +39,29 @@ def keep_up_projection(out_dim: int, p_in: int, pal_dim: int, num_tasks: int) ->
     return out_dim * pal_dim + num_tasks * (p_in + 1) * pal_dim <= num_tasks * (p_in + 1) * out_dim
 
 
-def task_layer(z: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor,
-               task: torch.Tensor) -> torch.Tensor:
+def task_layer(z: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, task: torch.Tensor,
+               static: bool = False) -> torch.Tensor:
     """``z[b] @ weight[task[b]] + bias[task[b]]`` for every row ``b``.
 
-    On CPU the rows are grouped by task and each group is multiplied by its own task's matrix
-    only (several times faster than the alternatives: a per-row gather's backward is a slow
-    scatter-add, and multiplying every row by every task's matrix does ``num_tasks`` times the
-    work). Grouping needs the group sizes on the host, which on a GPU would stall the stream, so
-    there every task's layer is computed in one GEMM and each row keeps its own task's output.
-    Both give the same values; rows of other tasks add nothing to a task's gradient.
+    By default (CPU) the rows are grouped by task and each group is multiplied by its own task's
+    matrix only (several times faster than the alternatives: a per-row gather's backward is a
+    slow scatter-add, and multiplying every row by every task's matrix does ``num_tasks`` times
+    the work). Grouping needs the group sizes on the host and its kernels depend on the batch's
+    task mix, which a GPU stream and a captured graph cannot have, so with ``static`` every
+    task's layer is computed in one GEMM and each row keeps its own task's output. Both give the
+    same values; rows of other tasks add nothing to a task's gradient.
     """
-    return (task_layer_grouped if z.device.type == "cpu" else task_layer_every_task)(
-        z, weight, bias, task)
+    return (task_layer_every_task if static else task_layer_grouped)(z, weight, bias, task)
 
 
 def task_layer_every_task(z: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor,
                           task: torch.Tensor) -> torch.Tensor:
-    """:func:`task_layer` as one GEMM over every task, then a per-row selection (no host sync)."""
+    """:func:`task_layer` as one GEMM over every task, then a per-row selection: no host read,
+    shapes independent of the task mix, and no sort in the backward
+    (:mod:`ptsl.core.nets.task_index`)."""
     n, p_in, p_out = weight.shape
     y_all = (z @ weight.transpose(0, 1).reshape(p_in, n * p_out)).view(-1, n, p_out)
-    rows = torch.arange(z.shape[0], device=z.device)
-    return y_all[rows, task] + bias[task]
+    return gather_task(y_all, task) + select_task_rows(bias, task, static=True)
 
 
 def task_layer_grouped(z: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor,
@@ -150,6 +154,8 @@ class PALLayer(nn.Module):
         self.task_bias = nn.Parameter(torch.empty(num_tasks, self.p_out))
         self.activation = activation
         self.num_tasks = num_tasks
+        #: The task layer's formulation (:mod:`ptsl.core.nets.task_index`).
+        self.static_shapes = False
 
     def reset_task_parameters(self, generator: torch.Generator | None) -> None:
         """Reference init of the task layers (untouched by ``weight_init`` there):
@@ -170,7 +176,7 @@ class PALLayer(nn.Module):
         else:
             shared, z_raw = self.shared(x), x
         z = mix(z_raw, *prev) if (mix is not None and prev is not None) else z_raw
-        y_low = task_layer(z, self.task_weight, self.task_bias, task)
+        y_low = task_layer(z, self.task_weight, self.task_bias, task, self.static_shapes)
         y = torch.addmm(shared, y_low, self.up.weight.t()) if self.up is not None else shared + y_low
         return PALOutput(torch.relu(y) if self.activation else y, z_raw, y_low)
 

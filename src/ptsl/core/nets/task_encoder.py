@@ -24,6 +24,7 @@ from torch import nn
 from ..benchmarks import EMBEDDING_DIM
 from ..errors import CorruptFileError
 from .mlp import build_mlp, feature_major, weight_init
+from .task_index import select_task_rows
 
 #: Width of the task encoding (mtrl ``task_encoder_cfg.model_cfg.output_dim`` and embedding_dim).
 TASK_ENCODING_DIM = 50
@@ -135,6 +136,8 @@ class TaskEncoder(nn.Module):
         self.embedding = embedding
         self.trunk = build_mlp(embedding.out_dim, dim, dim, 2)
         self.out_dim = dim
+        #: How each row gets its task's encoding (:mod:`ptsl.core.nets.task_index`).
+        self.static_shapes = False
 
     @classmethod
     def learned(cls, num_tasks: int, generator: torch.Generator | None,
@@ -160,9 +163,9 @@ class TaskEncoder(nn.Module):
     def forward(self, task: torch.Tensor) -> torch.Tensor:
         # The encoding depends on the task index alone, so encode each of the N tasks once and
         # give every row its task's encoding: the same values and gradients as encoding all B
-        # rows (B = 1280 >> N), without B x 768 x 100 multiply-adds per update. index_select
-        # rather than [task]: the same rows, but its backward (index_add) sums each task's rows
-        # in batch order, where [task]'s (an accumulating index_put) sums them in an order that
-        # varies run to run on several CPU threads at the paper's batch.
+        # rows (B = 1280 >> N), without B x 768 x 100 multiply-adds per update. Not [task]: its
+        # backward (an accumulating index_put) sums each task's rows in an order that varies
+        # run to run on several CPU threads at the paper's batch, and sorts on a GPU.
         every_task = torch.arange(self.embedding.num_tasks, device=task.device)
-        return feature_major(self.trunk, self.embedding(every_task)).index_select(0, task)
+        return select_task_rows(feature_major(self.trunk, self.embedding(every_task)), task,
+                                self.static_shapes)

@@ -11,6 +11,7 @@ runs sharing one GPU. Prints a table and writes JSON to ``reports/bench/<device>
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import platform
 import sys
 import time
@@ -98,9 +99,11 @@ def _print_table(result: dict[str, Any]) -> None:
         for name, r in result["loop"].items():
             print(f"  {name:<46} {r['vector_steps_per_s']:>12.1f} {r['env_steps_per_s']:>12,.0f} "
                   f"{r['env_steps_per_s'] / REFERENCE_ENV_STEPS_PER_S:>12.2f}")
-    if result.get("gpu_sharing"):
-        print("\nRuns sharing one GPU (MT-SAC, fast path)    aggregate updates/s   per run")
-        for n, r in result["gpu_sharing"].items():
+    sharing = result.get("gpu_sharing")
+    if sharing:
+        print(f"\nRuns sharing one GPU (MT-SAC, captured update, {sharing['mps_note']})")
+        print(f"  {'':<44} aggregate updates/s   per run")
+        for n, r in sharing["runs"].items():
             print(f"  {n} run(s){'':<36} {r['aggregate_updates_per_s']:>12,.0f} "
                   f"{r['per_run_updates_per_s']:>10,.0f}")
     else:
@@ -112,6 +115,9 @@ def _print_table(result: dict[str, Any]) -> None:
             print(f"  200k MT10 run, {name:<38} {hours:>8.1f} h")
         print(f"  the paper's grid ({c['grid_training_stages']} training stages)"
               f"{'':<15} {c['grid_hours_one_at_a_time']:>8.0f} h")
+        shared = c.get("grid_hours_shared")
+        print(f"  the same grid, {c.get('shared_runs', 8)} runs sharing the GPU{'':<18} "
+              + (f"{shared:>8.0f} h" if shared is not None else "not measured (no CUDA device)"))
     print("\nTargets")
     for t in result["targets"]:
         value = "—" if t["value"] is None else f"{t['value']:,.2f}"
@@ -146,7 +152,8 @@ def main() -> None:
     runtime = Runtime.from_env()
     device = runtime.torch_device()
     threads = args.threads or runtime.threads or (1 if device.type == "cpu" else 0)
-    runtime = Runtime(device=device.type, threads=threads, fast=True)
+    # PTSL_GRAPH and PTSL_VECTOR as the environment says; the fast path, as training runs.
+    runtime = dataclasses.replace(runtime, device=device.type, threads=threads, fast=True)
     runtime.apply()  # the same process set-up as a training stage
     cuda = device.type == "cuda"
     rounds = 1 if args.quick else (args.rounds or (5 if cuda else 12))

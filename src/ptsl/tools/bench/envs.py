@@ -3,8 +3,9 @@ and async), and collection with the policy in the loop, each as a fraction of th
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 

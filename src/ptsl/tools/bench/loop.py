@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from ...core.benchmarks import num_tasks
 from ...core.config import TrainConfig
@@ -52,5 +53,8 @@ def measure_loop(params: Params, runtime: Runtime, task_cache: Path | None, *, w
         seconds = stamps[total] - stamps[start_at]
         rows[label] = {"vector_steps_per_s": measured / seconds,
                        "env_steps_per_s": measured * num_tasks("mt10") / seconds,
-                       "measured_vector_steps": measured, "vector": cfg.env.vector}
+                       "measured_vector_steps": measured,
+                       "vector": rt.vector_mode(num_tasks("mt10")),
+                       "update": "captured" if rt.captures(rt.torch_device()) and rt.graph
+                       else ("fast" if rt.fast else "plain")}
     return rows

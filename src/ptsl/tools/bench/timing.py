@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 #: A contender: does some work and returns how many units (steps, updates, FLOPs) it did.
 Work = Callable[[], float]

@@ -1,9 +1,11 @@
-"""Update throughput at paper size: every method on the plain and the fast path, beside
-Stable-Baselines3's SAC training step with the same networks, against the GEMM floor."""
+"""Update throughput at paper size: every method on the plain and the fast path (and on CUDA the
+captured one the training loop runs there), beside Stable-Baselines3's SAC training step with the
+same networks, against the GEMM floor."""
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import torch
@@ -11,9 +13,12 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from ...core.agent import MultiTaskSAC
 from ...core.benchmarks import ACTION_DIM, OBS_DIM
-from ...core.buffer import ReplayBuffer
+from ...core.buffer import DeviceReplayBuffer, ReplayBuffer
 from ...core.builders import Shapes, build_agent
+from ...core.loop import static_step
 from ...core.methods import METHODS
+from ...core.runtime import Runtime
+from ...core.update_step import CapturedStep
 from ...ops.params import Params, run_config
 from .timing import Work, interleave
 
@@ -65,13 +70,39 @@ def random_buffer(num_tasks: int, size: int = 20_000, seed: int = 0) -> ReplayBu
 
 
 def paper_agent(params: Params, experiment: str, task_names: tuple[str, ...],
-                device: torch.device, fast: bool) -> MultiTaskSAC:
+                device: torch.device, fast: bool, capturable: bool = False) -> MultiTaskSAC:
     """The agent of ``experiment`` at the paper's sizes and batch, on ``device``."""
     cfg = run_config(params, experiment, 1)
     cfg = cfg.model_copy(update={"sac": cfg.sac.model_copy(update={"batch_size": PAPER_BATCH})})
-    agent = build_agent(cfg, Shapes(OBS_DIM, ACTION_DIM, len(task_names)), task_names, device)
+    agent = build_agent(cfg, Shapes(OBS_DIM, ACTION_DIM, len(task_names)), task_names, device,
+                        capturable=capturable)
     agent.fast_path = fast
     return agent
+
+
+def captured_update(params: Params, experiment: str, task_names: tuple[str, ...],
+                    device: torch.device) -> CapturedStep:
+    """The training loop's CUDA update of ``experiment`` at paper size: the static step on a
+    device buffer of random rows, replayed as a CUDA graph (:func:`ptsl.core.loop.static_step`)."""
+    agent = paper_agent(params, experiment, task_names, device, fast=True, capturable=True)
+    src = random_buffer(len(task_names))
+    buffer = DeviceReplayBuffer(len(src), OBS_DIM, ACTION_DIM, device, seed=0)
+    state = src.state_dict()
+    buffer.add(state["obs"], state["action"], state["reward"][:, 0], state["next_obs"],
+               state["not_done"][:, 0], state["task"])
+    step = static_step(agent, buffer, PAPER_BATCH, Runtime(device="cuda"))
+    assert isinstance(step, CapturedStep)
+    return step
+
+
+def _captured_work(step: CapturedStep, device: torch.device, updates: int) -> Work:
+    def work() -> float:
+        for _ in range(updates):
+            step()
+        _sync(device)
+        return updates
+
+    return work
 
 
 def _sync(device: torch.device) -> None:
@@ -155,6 +186,11 @@ def measure_updates(params: Params, task_names: tuple[str, ...], device: torch.d
             name = f"{label} | {'fast' if fast else 'plain'}"
             flops[name] = update_flops(agent, buffer, device)
             contenders[name] = _update_work(agent, buffer, device, updates, seed=len(contenders))
+        if device.type == "cuda":  # what the training loop runs there
+            name = f"{label} | captured"
+            flops[name] = flops[f"{label} | fast"]
+            contenders[name] = _captured_work(captured_update(params, exp, task_names, device),
+                                              device, updates)
     sb3_work, sb3_flops, sb3_note = sb3_step(device)
     sb3_name = "Stable-Baselines3 SAC 400x3"
     if sb3_work is not None:
@@ -170,16 +206,22 @@ def measure_updates(params: Params, task_names: tuple[str, ...], device: torch.d
         # The floor is the work the update needs: the fast path's FLOPs (the plain path also
         # forms the critic's weight gradients in the actor step, which nothing uses). Time over
         # floor = GEMM rate / (FLOPs x update rate), paired within each round.
-        needed = flops[name.replace("| plain", "| fast")]
+        needed = flops[name.replace("| plain", "| fast").replace("| captured", "| fast")]
         rows[name] = {"updates_per_s": ups, "ms_per_update": 1000.0 / ups,
                       "gflop_per_update": flops[name] / 1e9,
                       "floor_ms": 1000.0 * needed / gemm_flops_per_s,
                       "time_over_floor": rates.ratio(GEMM, name) / needed}
-    fast = {label: f"{label} | fast" for label, _ in rows_of.values()}
+    # The path the training loop takes on this device: captured on CUDA, fast on CPU.
+    best = "captured" if device.type == "cuda" else "fast"
+    fast = {label: f"{label} | {best}" for label, _ in rows_of.values()}
     mtsac = fast[rows_of["mtsac"][0]]
     ratios = {f"{label}: fast over plain": rates.ratio(f"{label} | fast", f"{label} | plain")
               for label in fast}
-    ratios.update({f"{label}: time over MT-SAC's (fast)": rates.ratio(mtsac, name)
+    if device.type == "cuda":
+        ratios.update({f"{label}: captured over fast": rates.ratio(f"{label} | captured",
+                                                                   f"{label} | fast")
+                       for label in fast})
+    ratios.update({f"{label}: time over MT-SAC's ({best})": rates.ratio(mtsac, name)
                    for label, name in fast.items() if name != mtsac})
     if sb3_work is not None:
         ratios["MT-SAC fast over Stable-Baselines3"] = rates.ratio(mtsac, sb3_name)

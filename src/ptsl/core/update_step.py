@@ -1,0 +1,160 @@
+"""The SAC update as a static step: what a CUDA graph captures, and what runs eagerly on CPU in
+the tests that check it.
+
+A captured graph replays fixed kernels on fixed addresses, so the step has static input, index
+and output tensors, makes no host read, and takes shapes that do not depend on the batch's task
+mix (the agent's static task selections, :mod:`ptsl.core.nets.task_index`). Its maths is the
+agent's own :meth:`~ptsl.core.agent.MultiTaskSAC.fast_update`: one copy of the update.
+
+- :class:`UpdateStep`: draw indices, gather the rows into a static batch, update, write the
+  five losses into a static (5,) tensor.
+- :class:`DeviceSampler` draws the indices on the device (inside the graph) against the buffer's
+  size held on the device; :class:`HostSampler` draws them on the host as
+  :meth:`ptsl.core.buffer.ReplayBuffer.sample` does, for the CPU comparisons.
+- :class:`CapturedStep`: the capture protocol (eager warm-up updates, one capture, replays,
+  re-capture after a resume) over a backend; :mod:`ptsl.core.cuda_graph` is the CUDA one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import fields
+from typing import Protocol
+
+import numpy as np
+import torch
+
+from .agent import MultiTaskSAC
+from .buffer import Batch, DeviceReplayBuffer
+from .errors import GraphCaptureError
+
+LOSS_NAMES = ("critic_loss", "actor_loss", "alpha_loss", "alpha_mean", "entropy")
+#: Eager updates before the capture: they allocate Adam's moments and the libraries' workspaces,
+#: which a capture must find in place (and they are real updates, counted as such).
+WARMUP_UPDATES = 3
+
+
+class DeviceSampler:
+    """Uniform indices over the buffer's stored rows, drawn on its device with no host read:
+    62 random bits modulo the size the buffer keeps on the device (the bias is below 2**-40 for
+    any buffer that fits in memory)."""
+
+    def __init__(self, buffer: DeviceReplayBuffer, generator: torch.Generator | None) -> None:
+        self.buffer, self.generator = buffer, generator
+
+    def draw(self, idx: torch.Tensor) -> None:
+        torch.randint(0, 2**62, idx.shape, generator=self.generator, device=idx.device, out=idx)
+        idx.remainder_(self.buffer.size_t)
+
+
+class HostSampler:
+    """Indices from a numpy generator, drawn as :meth:`ReplayBuffer.sample` draws them: a step
+    fed by it takes the same batches as the CPU training loop."""
+
+    def __init__(self, buffer: DeviceReplayBuffer, rng: np.random.Generator) -> None:
+        self.buffer, self.rng = buffer, rng
+
+    def draw(self, idx: torch.Tensor) -> None:
+        idx.copy_(torch.from_numpy(self.rng.integers(0, len(self.buffer), size=idx.shape[0])))
+
+
+class Sampler(Protocol):
+    def draw(self, idx: torch.Tensor) -> None: ...
+
+
+class UpdateStep:
+    """One update of ``agent`` on ``batch_size`` rows of ``buffer`` with static tensors.
+
+    Calling it fills :attr:`idx` (``sampler``), gathers the rows into :attr:`batch` (contiguous
+    fields, as :meth:`ReplayBuffer.sample` gives them), runs the agent's fast update and writes
+    the losses into :attr:`out` in :data:`LOSS_NAMES` order. Every tensor it owns keeps its
+    address from call to call.
+    """
+
+    def __init__(self, agent: MultiTaskSAC, buffer: DeviceReplayBuffer, batch_size: int,
+                 sampler: Sampler) -> None:
+        self.agent, self.buffer, self.sampler = agent, buffer, sampler
+        dev, b = buffer.data.device, batch_size
+        self.idx = torch.zeros(b, dtype=torch.int64, device=dev)
+        self.rows = torch.empty((b, buffer.data.shape[1]), device=dev)
+        o, a = buffer.obs_dim, buffer.action_dim
+        self.batch = Batch(obs=torch.empty((b, o), device=dev),
+                           action=torch.empty((b, a), device=dev),
+                           reward=torch.empty((b, 1), device=dev),
+                           next_obs=torch.empty((b, o), device=dev),
+                           not_done=torch.empty((b, 1), device=dev),
+                           task=torch.zeros(b, dtype=torch.int64, device=dev))
+        self.out = torch.empty(len(LOSS_NAMES), device=dev)
+
+    def __call__(self) -> None:
+        self.sampler.draw(self.idx)
+        torch.index_select(self.buffer.data, 0, self.idx, out=self.rows)
+        view = self.buffer.fields(self.rows)
+        for f in fields(Batch):
+            getattr(self.batch, f.name).copy_(getattr(view, f.name))
+        losses = self.agent.fast_update(self.batch)
+        torch.stack([losses[name] for name in LOSS_NAMES], out=self.out)
+
+    def losses(self) -> dict[str, torch.Tensor]:
+        """The last update's losses, copied out of :attr:`out` (the next update overwrites it;
+        one copy kernel, no host read)."""
+        return dict(zip(LOSS_NAMES, self.out.clone().unbind()))
+
+
+class Graph(Protocol):
+    def replay(self) -> None: ...
+
+
+class Backend(Protocol):
+    """How a :class:`CapturedStep` runs an eager step and captures one."""
+
+    def eager(self, fn: Callable[[], None]) -> None: ...
+
+    def capture(self, fn: Callable[[], None], generators: Sequence[torch.Generator]) -> Graph: ...
+
+
+class CapturedStep:
+    """``step`` run eagerly ``warmup`` times through ``backend``, then captured once and replayed.
+
+    The capturing call replays the new graph once: capture records kernels without running them,
+    so that replay is this call's update, and every call is exactly one update. When
+    ``versions()`` changes (the agent's or the buffer's state was loaded, which replaces the
+    optimizer moments and the generators' states), the graph is dropped and the protocol starts
+    again: warm-up, capture.
+    """
+
+    def __init__(self, step: UpdateStep, backend: Backend, generators: Sequence[torch.Generator],
+                 versions: Callable[[], tuple[int, ...]], warmup: int = WARMUP_UPDATES) -> None:
+        self.step, self.backend, self.generators = step, backend, tuple(generators)
+        self.versions, self.warmup = versions, warmup
+        self.graph: Graph | None = None
+        self.eager_done = 0
+        self.captures = 0
+        self._captured_at: tuple[int, ...] | None = None
+
+    def __call__(self) -> None:
+        if self.graph is not None and self.versions() != self._captured_at:
+            self.invalidate()
+        if self.graph is None and self.eager_done < self.warmup:
+            self.backend.eager(self.step)
+            self.eager_done += 1
+            return
+        if self.graph is None:
+            try:
+                self.graph = self.backend.capture(self.step, self.generators)
+            except Exception as exc:  # any failure: the same advice
+                raise GraphCaptureError(
+                    f"capturing the update as a CUDA graph failed ({type(exc).__name__}: "
+                    f"{str(exc).splitlines()[0] if str(exc) else 'no message'}); set "
+                    "PTSL_GRAPH=0 to train without capture") from exc
+            self._captured_at = self.versions()
+            self.captures += 1
+        self.graph.replay()
+
+    def invalidate(self) -> None:
+        """Drop the graph: the next calls warm up and capture again."""
+        self.graph, self.eager_done, self._captured_at = None, 0, None
+
+    def losses(self) -> dict[str, torch.Tensor]:
+        """The last update's losses (see :meth:`UpdateStep.losses`)."""
+        return self.step.losses()

@@ -1,0 +1,54 @@
+"""The static task-indexed selections (GPU and captured update) against the CPU ones and the
+former ``y_all[rows, task]`` form: values bit for bit, gradients bit for bit where the
+formulation allows and to float rounding where it sums in another order."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from ptsl.core.nets.pal import task_layer
+from ptsl.core.nets.task_index import gather_task, select_task_rows
+
+B, T = 1280, 10
+
+
+def _task(seed: int = 0) -> torch.Tensor:
+    return torch.randint(0, T, (B,), generator=torch.Generator().manual_seed(seed))
+
+
+def _grads(fn, *inputs: torch.Tensor) -> tuple[torch.Tensor, list[torch.Tensor]]:
+    leaves = [x.detach().clone().requires_grad_(True) for x in inputs]
+    out = fn(*leaves)
+    upstream = torch.randn(out.shape, generator=torch.Generator().manual_seed(7))
+    out.backward(upstream)
+    return out.detach(), [x.grad for x in leaves]
+
+
+@pytest.mark.parametrize("d", [1, 50, 400])
+def test_static_row_selection_equals_index_select(d):
+    table, task = torch.randn(T, d), _task()
+    y_cpu, (g_cpu,) = _grads(lambda t: select_task_rows(t, task, static=False), table)
+    y_static, (g_static,) = _grads(lambda t: select_task_rows(t, task, static=True), table)
+    assert torch.equal(y_static, y_cpu)
+    assert torch.equal(y_static, table[task])
+    # Each task's gradient is a sum over its rows, in another order: equal to rounding.
+    torch.testing.assert_close(g_static, g_cpu, rtol=1e-5, atol=1e-5)
+
+
+def test_gather_is_the_former_advanced_indexing_bit_for_bit():
+    per_task, task = torch.randn(B, T, 50), _task(1)
+    rows = torch.arange(B)
+    y_old, (g_old,) = _grads(lambda p: p[rows, task], per_task)
+    y_new, (g_new,) = _grads(lambda p: gather_task(p, task), per_task)
+    assert torch.equal(y_new, y_old) and torch.equal(g_new, g_old)
+
+
+@pytest.mark.parametrize("p_in,p_out", [(50, 50), (50, 326), (326, 50)])
+def test_static_task_layer_equals_the_grouped_one(p_in, p_out):
+    z, w, b, task = torch.randn(B, p_in), torch.randn(T, p_in, p_out), torch.randn(T, p_out), _task(2)
+    y_g, g_g = _grads(lambda *a: task_layer(*a, task, static=False), z, w, b)
+    y_s, g_s = _grads(lambda *a: task_layer(*a, task, static=True), z, w, b)
+    torch.testing.assert_close(y_s, y_g, rtol=1e-5, atol=1e-4)
+    for got, want in zip(g_s, g_g):
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-3)
