@@ -1,4 +1,4 @@
-"""Small helpers shared by the network tests."""
+"""Small helpers shared by the network and update tests."""
 
 from __future__ import annotations
 
@@ -20,3 +20,15 @@ def random_batch(n: int = 64, seed: int = 0, obs_dim: int = 12, num_tasks: int =
 def param_ids(params) -> set[int]:
     """Identity set of parameters (to compare optimiser membership and tying)."""
     return {id(p) for p in params}
+
+
+def assert_same_training_state(want: dict, got: dict) -> None:
+    """Two agents' ``training_state()``: every weight and every Adam moment equal bit for bit
+    (the next update of a resumed run starts from the same state)."""
+    assert want["model"].keys() == got["model"].keys()
+    for key, value in want["model"].items():
+        assert torch.equal(got["model"][key], value), key
+    for opt, state in want["optimizers"].items():
+        for idx, moments in state["state"].items():
+            for k, v in moments.items():
+                assert torch.equal(got["optimizers"][opt]["state"][idx][k], v), f"{opt}.{idx}.{k}"

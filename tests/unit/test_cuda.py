@@ -21,6 +21,7 @@ from ptsl.core.nets.task_index import gather_task, select_task_rows
 from ptsl.core.runtime import Runtime
 from ptsl.core.update_step import LOSS_NAMES, CapturedStep, DeviceSampler, UpdateStep
 
+from ..helpers import assert_same_training_state
 from .test_fast_path import METHODS, NAMES, SHAPES, _cfg
 
 pytestmark = [pytest.mark.cuda,
@@ -47,16 +48,6 @@ def _captured(agent, buf, step) -> CapturedStep:
                         lambda: (agent.state_version, buf.state_version))
 
 
-def _same(a, b) -> None:
-    sa, sb = a.training_state(), b.training_state()
-    for key, value in sa["model"].items():
-        assert torch.equal(sb["model"][key], value), key
-    for opt, state in sa["optimizers"].items():
-        for idx, moments in state["state"].items():
-            for k, v in moments.items():
-                assert torch.equal(sb["optimizers"][opt]["state"][idx][k], v), f"{opt}.{idx}.{k}"
-
-
 @pytest.mark.parametrize("name", list(METHODS))
 def test_captured_equals_eager_bit_for_bit(name):
     agent, buf, step = _setup(name)
@@ -72,7 +63,7 @@ def test_captured_equals_eager_bit_for_bit(name):
     assert captured.captures == 1
     for got, want in zip(history, ref_history):
         assert all(torch.equal(got[k], want[k]) for k in LOSS_NAMES)
-    _same(ref_agent, agent)
+    _same_state(ref_agent, agent)
 
 
 def test_resume_recaptures_and_matches_an_uninterrupted_run():
@@ -90,7 +81,7 @@ def test_resume_recaptures_and_matches_an_uninterrupted_run():
     for _ in range(20):
         resumed()
     torch.cuda.synchronize()
-    _same(agent, other)
+    _same_state(agent, other)
 
 
 def test_the_divergence_guard_still_names_the_step(task_cache, monkeypatch):
@@ -119,3 +110,7 @@ def test_static_selections_on_cuda():
     # Deterministic: the same bits twice.
     (again,) = torch.autograd.grad(select_task_rows(table, task, True), table, up)
     assert torch.equal(again, g_static)
+
+
+def _same_state(a, b) -> None:
+    assert_same_training_state(a.training_state(), b.training_state())

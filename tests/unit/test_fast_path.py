@@ -8,10 +8,12 @@ import pytest
 import torch
 
 from ptsl.core.buffer import ReplayBuffer
-from ptsl.core.config import EnvConfig, ExperimentConfig, RunConfig, SACConfig, TrainConfig
 from ptsl.core.builders import Shapes, build_agent
-from ptsl.core.runtime import Runtime
+from ptsl.core.config import EnvConfig, ExperimentConfig, RunConfig, SACConfig, TrainConfig
 from ptsl.core.loop import train
+from ptsl.core.runtime import Runtime
+
+from ..helpers import assert_same_training_state
 
 SHAPES = Shapes(obs_dim=39, action_dim=4, num_tasks=4)
 NAMES = ("reach-v3", "push-v3", "pick-place-v3", "door-open-v3")
@@ -67,14 +69,7 @@ def test_fast_path_gives_the_plain_paths_losses_and_parameters(name):
     fast_losses, fast = _run(METHODS[name], fast=True)
     # On CPU the two paths run the same kernels on the same values: equal to the last bit.
     assert fast_losses == plain_losses
-    assert plain["model"].keys() == fast["model"].keys()
-    for key, value in plain["model"].items():
-        assert torch.equal(fast["model"][key], value), key
-    # Adam moments too: the next update of a resumed run starts from the same state.
-    for opt, state in plain["optimizers"].items():
-        for idx, moments in state["state"].items():
-            for k, v in moments.items():
-                assert torch.equal(fast["optimizers"][opt]["state"][idx][k], v), f"{opt}.{idx}.{k}"
+    assert_same_training_state(plain, fast)  # Adam moments too
     # The comparison is not vacuous: the updates moved the weights.
     fresh = build_agent(_cfg(METHODS[name]), SHAPES, NAMES).state_dict()
     assert any(not torch.equal(fresh[k], v) for k, v in fast["model"].items())

@@ -20,6 +20,7 @@ from ptsl.core.builders import build_agent
 from ptsl.core.errors import GraphCaptureError
 from ptsl.core.update_step import LOSS_NAMES, CapturedStep, DeviceSampler, HostSampler, UpdateStep
 
+from ..helpers import assert_same_training_state
 from .test_fast_path import METHODS, NAMES, SHAPES, _cfg
 
 BATCH = 48
@@ -49,16 +50,6 @@ def _agent(name: str, static: bool):
     return agent
 
 
-def _assert_same_state(a, b) -> None:
-    sa, sb = a.training_state(), b.training_state()
-    for key, value in sa["model"].items():
-        assert torch.equal(sb["model"][key], value), key
-    for opt, state in sa["optimizers"].items():
-        for idx, moments in state["state"].items():
-            for k, v in moments.items():
-                assert torch.equal(sb["optimizers"][opt]["state"][idx][k], v), f"{opt}.{idx}.{k}"
-
-
 @pytest.mark.parametrize("static", [True, False], ids=["static", "cpu-selection"])
 @pytest.mark.parametrize("name", list(METHODS))
 def test_the_step_is_the_eager_update_bit_for_bit(name, static):
@@ -74,7 +65,7 @@ def test_the_step_is_the_eager_update_bit_for_bit(name, static):
         got = step.losses()
         for k in LOSS_NAMES:
             assert torch.equal(got[k], expected[k]), (s, k)
-    _assert_same_state(eager, stepped)
+    _same_state(eager, stepped)
     fresh = _agent(name, static).state_dict()
     assert any(not torch.equal(fresh[k], v) for k, v in stepped.state_dict().items())
 
@@ -205,7 +196,7 @@ def test_the_capture_protocol_equals_eager_stepping():
     assert backend.captured == [(agent.generator, buf.generator)]
     for got, want in zip(history, ref_history):  # one update per call, warm-up included
         assert all(torch.equal(got[k], want[k]) for k in LOSS_NAMES)
-    _assert_same_state(ref_agent, agent)
+    _same_state(ref_agent, agent)
 
 
 def test_a_resume_recaptures_and_continues_like_eager_stepping():
@@ -224,7 +215,7 @@ def test_a_resume_recaptures_and_continues_like_eager_stepping():
         captured()
         ref_step()
     assert captured.captures == 2 and backend.eager_calls == 6
-    _assert_same_state(ref_agent, agent)
+    _same_state(ref_agent, agent)
 
 
 def test_a_failed_capture_names_the_cause_and_the_switch():
@@ -266,3 +257,7 @@ def test_the_device_sampler_draws_from_the_whole_growing_buffer():
     DeviceSampler(buf, torch.Generator().manual_seed(7)).draw(a)
     DeviceSampler(buf, torch.Generator().manual_seed(7)).draw(b)
     assert torch.equal(a, b)
+
+
+def _same_state(a, b) -> None:
+    assert_same_training_state(a.training_state(), b.training_state())

@@ -44,6 +44,16 @@ def one_cpu_thread(device: torch.device) -> Iterator[None]:
         torch.set_num_threads(threads)
 
 
+def _features(encoder: nn.Module, obs: torch.Tensor, task: torch.Tensor,
+              task_encoding: torch.Tensor | None, detach: bool, concat: bool) -> torch.Tensor:
+    """The encoder's output (detached for the actor step), with the task encoding appended
+    where the method reads it."""
+    h = encoder(obs, task, task_encoding)
+    if detach:
+        h = h.detach()
+    return torch.cat([h, task_encoding], dim=-1) if concat else h
+
+
 class Actor(nn.Module):
     """Encoder -> (features [+ task encoding]) -> trunk -> tanh-squashed Gaussian."""
 
@@ -58,11 +68,8 @@ class Actor(nn.Module):
 
     def forward(self, obs: torch.Tensor, task: torch.Tensor, task_encoding: torch.Tensor | None,
                 detach_encoder: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
-        h = self.encoder(obs, task, task_encoding)
-        if detach_encoder:
-            h = h.detach()
-        if self.concat_task_encoding:
-            h = torch.cat([h, task_encoding], dim=-1)
+        h = _features(self.encoder, obs, task, task_encoding, detach_encoder,
+                      self.concat_task_encoding)
         mu, raw_log_std = self.trunk(h, task, task_encoding).chunk(2, dim=-1)
         # Reference: log-std squashed into [min, max] by tanh rescaling, not clamped.
         log_std = self.log_std_min + 0.5 * (self.log_std_max - self.log_std_min) * (
@@ -99,11 +106,8 @@ class Critic(nn.Module):
     def forward(self, obs: torch.Tensor, action: torch.Tensor, task: torch.Tensor,
                 task_encoding: torch.Tensor | None,
                 detach_encoder: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
-        h = self.encoder(obs, task, task_encoding)
-        if detach_encoder:
-            h = h.detach()
-        if self.concat_task_encoding:
-            h = torch.cat([h, task_encoding], dim=-1)
+        h = _features(self.encoder, obs, task, task_encoding, detach_encoder,
+                      self.concat_task_encoding)
         x = torch.cat([h, action], dim=-1)
         return self.q1(x, task, task_encoding), self.q2(x, task, task_encoding)
 
