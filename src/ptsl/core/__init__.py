@@ -1,7 +1,8 @@
 """What computes a result: the configuration of one run, the benchmarks' facts, environments,
 replay buffer, networks (``nets/``, one file per architecture), the agent, the method registry
-and builders, the training and evaluation loops, the run records, saving and loading, the
-runtime (device, threads) and the errors a run reports.
+and builders, the training and evaluation loops, the static update a CUDA graph captures, the
+run records, saving and loading, the runtime (device, threads, graph, vector envs) and the errors
+a run reports.
 
 A training or evaluation stage's cache key is this folder (with its script, data, params and the
 pins of the packages that compute): editing anything outside it re-runs no training. So it
