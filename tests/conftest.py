@@ -28,3 +28,19 @@ def raw_params() -> dict:
 @pytest.fixture(scope="session")
 def task_cache(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("tasks")
+
+
+# Under xdist (`-n auto --dist loadfile`) each file goes to one worker, in collection order. The
+# files that run DVC pipelines take minutes each; started first, they spread over the workers and
+# the short files fill in behind them, instead of one long file running alone at the end.
+SLOWEST_FIRST = ("test_methods_e2e.py", "test_grid.py", "test_faults.py", "test_ablation_e2e.py",
+                 "test_bad_input.py", "test_bench.py", "test_pipeline_e2e.py",
+                 "test_thread_count.py", "test_threads.py")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    def rank(item: pytest.Item) -> int:
+        name = item.path.name
+        return SLOWEST_FIRST.index(name) if name in SLOWEST_FIRST else len(SLOWEST_FIRST)
+
+    items.sort(key=rank)  # stable: the order within a file and among the rest is kept

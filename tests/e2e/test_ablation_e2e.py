@@ -25,7 +25,10 @@ EXPERIMENTS = {
 }
 
 
-PTSL_ROWS = ("a_sac_ptsl",)  # the rows reading the top-level pal_dim
+PTSL_ROWS = ("a_sac_ptsl",)
+# What DVC re-runs is under test here, not MLflow (tests/e2e/test_methods_e2e.py checks the runs
+# name their stages): tracking off saves each stage process MLflow's start-up.
+NO_TRACKING = {"PTSL_TRACKING": "off"}  # the rows reading the top-level pal_dim
 
 
 def _ran(output: str) -> set[str]:
@@ -34,12 +37,12 @@ def _ran(output: str) -> set[str]:
 
 def test_pal_dim_ablation_reruns_only_ptsl_stages(tmp_path):
     root = make_project(tmp_path, EXPERIMENTS, seeds=[1], extra={"pal_dim": 6}, git=True)
-    first = _ran(dvc(root, "repro").stdout)
+    first = _ran(dvc(root, "repro", env_extra=NO_TRACKING).stdout)
     assert "train@a_mtsac-1" in first and "train_ptsl@a_sac_ptsl-1" in first
     for cmd in (["add", "-A"], ["commit", "-qm", "repro"]):  # the baseline holds its numbers
         subprocess.run(["git", *cmd], cwd=root, check=True, capture_output=True)
 
-    out = dvc(root, "exp", "run", "-S", "pal_dim=8").stdout
+    out = dvc(root, "exp", "run", "-S", "pal_dim=8", env_extra=NO_TRACKING).stdout
     ran = _ran(out)
     assert ran == {"validate", "train_ptsl@a_sac_ptsl-1", "evaluate_ptsl@a_sac_ptsl-1",
                    "aggregate"}, out

@@ -26,7 +26,7 @@ EXPERIMENTS = {"tiny_mtsac": {"benchmark": "reach-v3", "method": "mtsac", "hidde
 def staged(tmp_path_factory):
     """A tiny project after `dvc repro evaluate@tiny_mtsac-1` (check_env, train, evaluate)."""
     root = make_project(tmp_path_factory.mktemp("api_project"), EXPERIMENTS, seeds=[1])
-    dvc(root, "repro", "evaluate@tiny_mtsac-1")
+    dvc(root, "repro", "evaluate@tiny_mtsac-1", env_extra={"PTSL_TRACKING": "off"})
     return root
 
 
@@ -159,7 +159,7 @@ def test_make_config_is_the_pipeline_config_for_the_same_settings():
      "residual_mode: unknown value 'weird'; allowed: none, sum, linear, project"),
     ({"env": {"goals": "x"}}, "env.goals: unknown value 'x'; allowed: fixed, resample"),
     ({"env": {"foo": 1}}, "env.foo: unknown key; allowed: episode_length, goals, "
-                          "reward_version, normalize_reward, reward_alpha, vector"),
+                          "reward_version, normalize_reward, reward_alpha"),
     ({"sac": {"tau": 2}}, "sac.tau: must be <= 1.0, got 2"),
     ({"sac": 3}, "sac: expected a SACConfig or a mapping of its keys, got 3"),
     ({"seed": -1}, "seed: expected an integer >= 0, got -1"),

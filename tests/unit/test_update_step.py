@@ -50,11 +50,11 @@ def _agent(name: str, static: bool):
     return agent
 
 
-@pytest.mark.parametrize("static", [True, False], ids=["static", "cpu-selection"])
 @pytest.mark.parametrize("name", list(METHODS))
-def test_the_step_is_the_eager_update_bit_for_bit(name, static):
-    """Same formulation on both sides (CAPTURE.md section 4): host indices drawn as the CPU loop
-    draws them give the same losses, weights and Adam moments as agent.update."""
+def test_the_step_is_the_eager_update_bit_for_bit(name):
+    """With the static selections on both sides (what CUDA runs), host indices drawn as the CPU
+    loop draws them give the same losses, weights and Adam moments as agent.update."""
+    static = True
     eager, stepped = _agent(name, static), _agent(name, static)
     host, dev = _buffers()
     rng_a, rng_b = np.random.default_rng(1), np.random.default_rng(1)

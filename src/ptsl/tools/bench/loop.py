@@ -23,14 +23,17 @@ INIT_STEPS = 5
 
 
 def measure_loop(params: Params, runtime: Runtime, task_cache: Path | None, *, warmup: int,
-                 measured: int, progress: Callable[[str], None] | None = None) -> dict[str, Any]:
-    """Run the real training loop of every method for ``warmup + measured`` vector steps and time
-    the last ``measured`` ones (no evaluation falls inside the window)."""
+                 measured: int, progress: Callable[[str], None] | None = None,
+                 only: Sequence[str] | None = None) -> dict[str, Any]:
+    """Run the real training loop of every method (or the ``only`` ones) for ``warmup +
+    measured`` vector steps and time the last ``measured`` ones (no evaluation falls inside the
+    window)."""
     rows: dict[str, Any] = {}
     total = INIT_STEPS + warmup + measured
     # Every method on the fast path, and MT-SAC on the plain one (nothing overlapped) beside it.
     methods = method_rows(params)
-    runs = [(label, exp, runtime) for label, exp in methods.values()]
+    runs = [(label, exp, runtime) for name, (label, exp) in methods.items()
+            if only is None or name in only]
     runs.append((f"{methods['mtsac'][0]}, plain path", methods["mtsac"][1],
                  dataclasses.replace(runtime, fast=False)))
     for label, exp, rt in runs:
