@@ -11,11 +11,9 @@ export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
 install: $(STAMP)
 
-# --no-compile: byte-compiling every installed module (some 22,000 files) takes about a minute;
-# Python compiles the ones it imports on first use instead.
 $(STAMP): requirements.txt $(wildcard requirements/*.txt) pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
-	$(PY) -m pip install --disable-pip-version-check --no-compile -q -r requirements.txt
+	$(PY) -m pip install --disable-pip-version-check -q -r requirements.txt
 	$(PY) -m pip install --disable-pip-version-check -q --no-build-isolation --no-deps -e .
 	touch $(STAMP)
 
@@ -35,7 +33,7 @@ grid: install
 budget-%: install
 	python -m ptsl.ops.budget $*
 
-# Everything CI checks, on every core (pytest-xdist); the unit tests alone take about two
+# Everything CI checks, on every core (pytest-xdist); the unit tests alone take about one and a half
 # minutes (make test-unit).
 test: install
 	pytest -q -n auto tests

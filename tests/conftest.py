@@ -33,11 +33,9 @@ def task_cache(tmp_path_factory) -> Path:
 # Under xdist (`-n auto --dist loadfile`) each file goes to one worker, in collection order. The
 # files that run DVC pipelines take minutes each; started first, they spread over the workers and
 # the short files fill in behind them, instead of one long file running alone at the end.
-# Each worker holds two files at a time, so a long file queued behind another one is what ends
-# a run late: the benchmark smoke run (about a minute, one file) goes first.
-SLOWEST_FIRST = ("test_bench.py", "test_methods_e2e.py", "test_grid.py", "test_faults.py",
-                 "test_ablation_e2e.py", "test_bad_input.py", "test_pipeline_e2e.py",
-                 "test_threads.py", "test_thread_count.py")
+SLOWEST_FIRST = ("test_methods_e2e.py", "test_grid.py", "test_faults.py", "test_ablation_e2e.py",
+                 "test_bad_input.py", "test_bench.py", "test_pipeline_e2e.py",
+                 "test_thread_count.py", "test_threads.py")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
