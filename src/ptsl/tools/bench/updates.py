@@ -58,10 +58,13 @@ def gemm_work(device: torch.device, size: tuple[int, int, int] = (1280, 400, 400
     return work
 
 
-def random_buffer(num_tasks: int, size: int = 20_000, seed: int = 0) -> ReplayBuffer:
-    """A replay buffer of random transitions: the update's cost does not depend on the values."""
+def random_buffer(num_tasks: int, size: int = 20_000, seed: int = 0,
+                  buf: ReplayBuffer | DeviceReplayBuffer | None = None
+                  ) -> ReplayBuffer | DeviceReplayBuffer:
+    """``buf`` (default: a new host buffer of ``size``) filled with ``size`` random transitions:
+    the update's cost does not depend on the values."""
     rng = np.random.default_rng(seed)
-    buf = ReplayBuffer(size, OBS_DIM, ACTION_DIM)
+    buf = ReplayBuffer(size, OBS_DIM, ACTION_DIM) if buf is None else buf
     buf.add(rng.normal(size=(size, OBS_DIM)).astype(np.float32),
             rng.uniform(-1, 1, size=(size, ACTION_DIM)).astype(np.float32),
             rng.normal(size=size), rng.normal(size=(size, OBS_DIM)).astype(np.float32),
@@ -85,11 +88,8 @@ def captured_update(params: Params, experiment: str, task_names: tuple[str, ...]
     """The training loop's CUDA update of ``experiment`` at paper size: the static step on a
     device buffer of random rows, replayed as a CUDA graph (:func:`ptsl.core.loop.static_step`)."""
     agent = paper_agent(params, experiment, task_names, device, fast=True, capturable=True)
-    src = random_buffer(len(task_names))
-    buffer = DeviceReplayBuffer(len(src), OBS_DIM, ACTION_DIM, device, seed=0)
-    state = src.state_dict()
-    buffer.add(state["obs"], state["action"], state["reward"][:, 0], state["next_obs"],
-               state["not_done"][:, 0], state["task"])
+    buffer = random_buffer(len(task_names),
+                           buf=DeviceReplayBuffer(20_000, OBS_DIM, ACTION_DIM, device, seed=0))
     step = static_step(agent, buffer, PAPER_BATCH, Runtime(device="cuda"))
     assert isinstance(step, CapturedStep)
     return step
