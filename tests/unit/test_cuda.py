@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import copy
 
-import numpy as np
 import pytest
 import torch
 
@@ -23,6 +22,7 @@ from ptsl.core.update_step import LOSS_NAMES, CapturedStep, DeviceSampler, Updat
 
 from ..helpers import assert_same_training_state
 from .test_fast_path import METHODS, NAMES, SHAPES, _cfg
+from .test_update_step import _transitions
 
 pytestmark = [pytest.mark.cuda,
               pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")]
@@ -33,12 +33,7 @@ UPDATES = 100
 def _setup(name: str):
     agent = build_agent(_cfg(METHODS[name]), SHAPES, NAMES, device=CUDA, capturable=True)
     buf = DeviceReplayBuffer(2000, SHAPES.obs_dim, SHAPES.action_dim, CUDA, seed=5)
-    rng = np.random.default_rng(0)
-    n = 1500
-    buf.add(rng.normal(size=(n, 39)).astype(np.float32),
-            rng.uniform(-1, 1, size=(n, 4)).astype(np.float32), rng.normal(size=n),
-            rng.normal(size=(n, 39)).astype(np.float32), np.ones(n),
-            rng.integers(0, SHAPES.num_tasks, size=n))
+    buf.add(*_transitions(n=1500))
     step = UpdateStep(agent, buf, 48, DeviceSampler(buf, buf.generator))
     return agent, buf, step
 
