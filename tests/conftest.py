@@ -30,12 +30,23 @@ def task_cache(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("tasks")
 
 
-# Under xdist (`-n auto --dist loadfile`) each file goes to one worker, in collection order. The
-# files that run DVC pipelines take minutes each; started first, they spread over the workers and
-# the short files fill in behind them, instead of one long file running alone at the end.
-SLOWEST_FIRST = ("test_methods_e2e.py", "test_grid.py", "test_faults.py", "test_ablation_e2e.py",
-                 "test_bad_input.py", "test_bench.py", "test_pipeline_e2e.py",
-                 "test_thread_count.py", "test_threads.py")
+# Under xdist (`-n auto --dist loadfile`) each file goes to one worker, in collection order, the
+# next one to whichever worker is about to run out. Longest first (as measured on a 2-core
+# machine, in seconds): the long pipelines spread over the workers and the short files fill in
+# behind them, instead of one long file running alone at the end.
+SLOWEST_FIRST = ("test_faults.py",          # 270
+                 "test_grid.py",            # 255
+                 "test_methods_e2e.py",     # 205
+                 "test_bad_input.py",       # 170
+                 "test_ablation_e2e.py",    # 105
+                 "test_pipeline_e2e.py",    # 85
+                 "test_bench.py",           # 65
+                 "test_docs.py",            # 50
+                 "test_stage_deps.py",      # 35
+                 "test_thread_count.py",    # 35
+                 "test_api.py",             # 35
+                 "test_tracking_concurrency.py",  # 25
+                 "test_envs.py", "test_threads.py", "test_views.py")  # 15-20 each
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -70,3 +70,25 @@ def test_machine_settings_are_values_only(raw_params):
         validate_project(ROOT, environ={"PTSL_DEVICE": "tpu"})
     # Whether a GPU is there is for the machine that trains to say (a cluster head may have none).
     validate_project(ROOT, environ={"PTSL_DEVICE": "cuda"})
+
+
+def test_a_bad_params_file_is_answered_before_torch_loads(tmp_path, raw_params):
+    """Most malformed inputs are the params file's: the stage answers them without the second
+    or two that loading torch costs (the networks are built only once the file is valid)."""
+    import subprocess
+    import sys
+
+    raw_params["train"]["steps"] = 0
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(raw_params, sort_keys=False))
+    code = ("import sys\n"
+            "from pathlib import Path\n"
+            "from ptsl.core.errors import ConfigError\n"
+            "from ptsl.ops.validate import validate_project\n"
+            "try:\n"
+            f"    validate_project(Path({str(tmp_path)!r}), environ={{}})\n"
+            "except ConfigError as exc:\n"
+            "    print(exc)\n"
+            "print('torch' in sys.modules)\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.stdout.splitlines() == ["train.steps: must be >= 1, got 0", "False"], proc.stderr

@@ -19,12 +19,9 @@ from pathlib import Path
 from typing import Mapping
 
 from ..core.benchmarks import benchmark_tasks
-from ..core.builders import check_buildable
 from ..core.config import ExperimentConfig
 from ..core.files import write_atomic
 from ..core.methods import method
-from ..core.nets.task_encoder import load_task_embeddings
-from ..core.runtime import Runtime
 from .params import Params, load_params, run_config
 from .paths import EMBEDDINGS, VALIDATED
 
@@ -45,6 +42,8 @@ def trained_experiments(params: Params) -> dict[str, ExperimentConfig]:
 def check_networks(experiments: Mapping[str, ExperimentConfig]) -> None:
     """Build each experiment's networks once: a size combination the architecture cannot
     express is a ConfigError naming the experiment."""
+    from ..core.builders import check_buildable  # torch: only once the params file is valid
+
     for exp in experiments.values():
         check_buildable(exp)
 
@@ -57,6 +56,8 @@ def check_embeddings(experiments: Mapping[str, ExperimentConfig], path: Path = E
         if method(exp.method).embeddings:
             tasks += [t for t in benchmark_tasks(exp.benchmark) if t not in tasks]
     if tasks:
+        from ..core.nets.task_encoder import load_task_embeddings  # torch, as above
+
         load_task_embeddings(tasks, path)
 
 
@@ -72,6 +73,8 @@ def validate_project(root: Path = Path("."), params_file: str | Path = "params.y
     check_embeddings(experiments, root / EMBEDDINGS)
     # Only the values: whether a GPU is there is for the machine that trains to say (on a
     # cluster the head that runs this may have none).
+    from ..core.runtime import Runtime  # torch, as above
+
     Runtime.from_env(environ)
     return params
 
