@@ -1,7 +1,11 @@
-"""Every method, and a PTSL row with every ablation switch off its default, trains through the
-DVC pipeline at the tiny test budget (real Meta-World MT10, real DVC, real MLflow) and appears in
-the results table. Each variant's update on its own (one-hot, independent projections, every
-residual mode) is checked in tests/unit/test_fast_path.py; here each stage costs two processes."""
+"""Every method trains through the DVC pipeline at the tiny test budget (real Meta-World MT10,
+real DVC, real MLflow) and appears in the results table; the CARE+PTSL row has every ablation
+switch off its default (its own pal_dim, independent projections, the project residual), so a
+saved non-default PTSL agent is loaded back by its evaluation stage. Each variant's update on its
+own (one-hot, default and ablated PTSL, every residual mode) is checked in
+tests/unit/test_fast_path.py, the default CARE+PTSL training stage in test_thread_count.py and a
+PTSL row of each pal_dim kind through DVC in test_ablation_e2e.py; here each row costs two
+processes."""
 
 from __future__ import annotations
 
@@ -20,9 +24,8 @@ EXPERIMENTS = {
     "t_mtsac_onehot": {**SMALL, "method": "mtsac", "task_onehot": True},
     "t_softmod": {**SMALL, "method": "softmod"},
     "t_care": {**SMALL, "method": "care"},
-    "t_care_ptsl": {**SMALL, "method": "care_ptsl"},
-    "t_care_ptsl_ablated": {**SMALL, "method": "care_ptsl", "shared_projection": False,
-                            "residual_mode": "project", "pal_dim": 6},
+    "t_care_ptsl": {**SMALL, "method": "care_ptsl", "shared_projection": False,
+                    "residual_mode": "project", "pal_dim": 6},
     "t_sac_ptsl": {**SMALL, "method": "sac_ptsl"},
 }
 PAL_DIM = 8
@@ -73,7 +76,7 @@ def test_unbuildable_combination_fails_at_once_with_one_line(tmp_path):
 
 def test_mlflow_runs_name_their_dvc_stage(project):
     """train_ptsl/evaluate_ptsl runs say so; a PTSL experiment with its own pal_dim is in the plain
-    groups (t_care_ptsl_ablated), so the tag must follow the group, not the method."""
+    groups (t_care_ptsl), so the tag must follow the group, not the method."""
     from mlflow.tracking import MlflowClient
 
     stages = set(dvc(project, "stage", "list", "--name-only").stdout.split())
@@ -85,6 +88,7 @@ def test_mlflow_runs_name_their_dvc_stage(project):
             tags[(kind, run.info.run_name)] = run.data.tags["dvc_stage"]
     assert len(tags) == 2 * len(EXPERIMENTS)
     assert set(tags.values()) <= stages
-    assert tags[("train", "t_care_ptsl-1")] == "train_ptsl@t_care_ptsl-1"
-    assert tags[("evaluate", "t_care_ptsl-1")] == "evaluate_ptsl@t_care_ptsl-1"
-    assert tags[("train", "t_care_ptsl_ablated-1")] == "train@t_care_ptsl_ablated-1"
+    assert tags[("train", "t_sac_ptsl-1")] == "train_ptsl@t_sac_ptsl-1"
+    assert tags[("evaluate", "t_sac_ptsl-1")] == "evaluate_ptsl@t_sac_ptsl-1"
+    assert tags[("train", "t_care_ptsl-1")] == "train@t_care_ptsl-1"
+    assert tags[("evaluate", "t_care_ptsl-1")] == "evaluate@t_care_ptsl-1"

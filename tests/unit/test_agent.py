@@ -154,3 +154,27 @@ def test_fast_path_guard_reads_losses_later_and_still_names_the_step():
     history.append((41, agent.update(buf.sample(64, rng), 41)))  # no host read, no raise here
     with pytest.raises(TrainingDiverged, match="step 41: critic_loss = nan is not finite"):
         check_losses(history, agent.hp.critic_loss_guard)
+
+
+def test_an_agent_loaded_to_act_builds_no_optimizer(tmp_path):
+    """Loading an agent to act or evaluate builds no optimizer: the first torch optimizer
+    imports torch._dynamo, seconds of an evaluation stage's start-up. What needs them (an
+    update, a resume checkpoint) builds them then."""
+    import subprocess
+    import sys
+
+    from ptsl.core.persistence import save_agent
+
+    save_agent(build_agent(_cfg(), SHAPES, tuple("abcde")), tmp_path / "model.pt")
+    code = ("import sys\n"
+            "import numpy as np\n"
+            "from ptsl.core.persistence import load_agent\n"
+            f"agent = load_agent({str(tmp_path / 'model.pt')!r})\n"
+            "agent.act(np.zeros(39, dtype=np.float32), 2)\n"
+            "print('torch._dynamo' in sys.modules)\n"
+            "print(sorted(agent.training_state()['optimizers']))\n"
+            "print('torch._dynamo' in sys.modules)\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.stdout.splitlines() == ["False", "['actor', 'alpha', 'critic']", "True"], \
+        proc.stderr[-2000:]

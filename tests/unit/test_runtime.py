@@ -58,8 +58,8 @@ def test_graph_and_vector_switches():
     assert Runtime().vector_mode(1) == "sync"
     assert Runtime().vector_mode(10_000) == "sync"
     cuda, cpu = torch.device("cuda"), torch.device("cpu")
-    assert Runtime().captures(cuda) and not Runtime(fast=False).captures(cuda)
-    assert not Runtime().captures(cpu)
+    assert Runtime().runs_static_step(cuda) and not Runtime(fast=False).runs_static_step(cuda)
+    assert not Runtime().runs_static_step(cpu)
 
 
 def test_a_params_file_with_the_old_vector_key_says_what_replaced_it(raw_params):

@@ -211,16 +211,8 @@ class MultiTaskSAC(nn.Module):
         self.meta = dict(meta or {})
         actor_params = nets.actor_params or list(nets.actor.trunk.parameters())
         self._actor_params = list(actor_params)
-        # foreach Adam: one kernel per step for all tensors; on CPU the same bytes as the loop.
-        # capturable (CUDA only): step counters on the device, so the step makes no host read
-        # and a CUDA graph can capture it; set from the first update on, never switched.
-        adam = dict(foreach=True, capturable=capturable)
-        self.actor_opt = torch.optim.Adam(self._actor_params, lr=hp.actor_lr, **adam)
-        self.critic_opt = torch.optim.Adam(self.critic.parameters(), lr=hp.critic_lr, **adam)
-        self.alpha_opt = torch.optim.Adam([self.log_alpha], lr=hp.alpha_lr, **adam)
-        self.task_encoder_opt = (
-            torch.optim.Adam(self.task_encoder.parameters(), lr=hp.task_encoder_lr, **adam)
-            if self.task_encoder is not None else None)
+        self._capturable = capturable
+        self._optimizers: dict[str, torch.optim.Adam] | None = None
         #: Run the update's fast path (see :meth:`update`); :mod:`ptsl.core.runtime` sets it.
         self.fast_path = True
         #: Task-indexed selections with static shapes (:meth:`set_static_shapes`).
@@ -232,6 +224,42 @@ class MultiTaskSAC(nn.Module):
     @property
     def device(self) -> torch.device:
         return self.log_alpha.device
+
+    def optimizers(self) -> dict[str, torch.optim.Adam]:
+        """Adam for each parameter group (actor, critic, alpha, and task_encoder where there is
+        one), built on first use: an agent loaded to act or evaluate never builds them, as
+        building the first torch optimizer imports torch._dynamo (about two seconds)."""
+        if self._optimizers is None:
+            hp = self.hp
+            # foreach Adam: one kernel per step for all tensors; on CPU the same bytes as the
+            # loop. capturable (CUDA only): step counters on the device, so the step makes no
+            # host read and a CUDA graph can capture it; set from the first update, never
+            # switched.
+            adam = dict(foreach=True, capturable=self._capturable)
+            opts = {"actor": torch.optim.Adam(self._actor_params, lr=hp.actor_lr, **adam),
+                    "critic": torch.optim.Adam(self.critic.parameters(), lr=hp.critic_lr, **adam),
+                    "alpha": torch.optim.Adam([self.log_alpha], lr=hp.alpha_lr, **adam)}
+            if self.task_encoder is not None:
+                opts["task_encoder"] = torch.optim.Adam(self.task_encoder.parameters(),
+                                                        lr=hp.task_encoder_lr, **adam)
+            self._optimizers = opts
+        return self._optimizers
+
+    @property
+    def actor_opt(self) -> torch.optim.Adam:
+        return self.optimizers()["actor"]
+
+    @property
+    def critic_opt(self) -> torch.optim.Adam:
+        return self.optimizers()["critic"]
+
+    @property
+    def alpha_opt(self) -> torch.optim.Adam:
+        return self.optimizers()["alpha"]
+
+    @property
+    def task_encoder_opt(self) -> torch.optim.Adam | None:
+        return self.optimizers().get("task_encoder")
 
     def set_static_shapes(self, on: bool) -> None:
         """Switch every task-indexed selection (PTSL's task layers, the task encoding, the
@@ -348,11 +376,8 @@ class MultiTaskSAC(nn.Module):
     # ---------------------------------------------------------------- persistence
     def training_state(self) -> dict[str, Any]:
         """Weights, optimiser moments and the sampling generator: everything a resume needs."""
-        opts = {"actor": self.actor_opt, "critic": self.critic_opt, "alpha": self.alpha_opt}
-        if self.task_encoder_opt is not None:
-            opts["task_encoder"] = self.task_encoder_opt
         return {"model": self.state_dict(),
-                "optimizers": {k: o.state_dict() for k, o in opts.items()},
+                "optimizers": {k: o.state_dict() for k, o in self.optimizers().items()},
                 "generator": self.generator.get_state()}
 
     def load_training_state(self, state: Mapping[str, Any]) -> None:
@@ -360,8 +385,7 @@ class MultiTaskSAC(nn.Module):
         use (:attr:`state_version`)."""
         self.state_version += 1
         self.load_state_dict(state["model"])
-        opts = {"actor": self.actor_opt, "critic": self.critic_opt, "alpha": self.alpha_opt,
-                "task_encoder": self.task_encoder_opt}
+        opts = self.optimizers()
         for name, opt_state in state["optimizers"].items():
             opts[name].load_state_dict(opt_state)
         self.generator.set_state(state["generator"])

@@ -194,8 +194,9 @@ class DeviceReplayBuffer:
 
 
 def make_buffer(capacity: int, obs_dim: int, action_dim: int, device: torch.device,
-                seed: int, fast: bool) -> ReplayBuffer | DeviceReplayBuffer:
-    """The run's replay buffer: on the device on the fast path on CUDA, else on the host."""
-    if fast and device.type == "cuda":
+                seed: int, on_device: bool) -> ReplayBuffer | DeviceReplayBuffer:
+    """The run's replay buffer: on ``device`` when the update samples there (the static step,
+    :meth:`ptsl.core.runtime.Runtime.runs_static_step`), else on the host."""
+    if on_device:
         return DeviceReplayBuffer(capacity, obs_dim, action_dim, device, seed)
     return ReplayBuffer(capacity, obs_dim, action_dim)

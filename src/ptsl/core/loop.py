@@ -61,11 +61,11 @@ class Training:
                                    vector=runtime.vector_mode(tasks.num_tasks))
         self.eval_env = eval_env(tasks, cfg.env, cfg.seed)
         shapes = Shapes(self.env.obs_dim, self.env.action_dim, self.env.num_tasks)
-        static = runtime.captures(self.device)
+        static = runtime.runs_static_step(self.device)
         self.agent = build_agent(cfg, shapes, tasks.names, device=self.device, capturable=static)
         self.agent.fast_path = runtime.fast
         self.buffer = make_buffer(cfg.sac.buffer_capacity, self.env.obs_dim, self.env.action_dim,
-                                  self.device, seed=cfg.seed + 2, fast=runtime.fast)
+                                  self.device, seed=cfg.seed + 2, on_device=static)
         self.rng = np.random.default_rng(cfg.seed)
         #: On CUDA's fast path every update is the static step, captured unless PTSL_GRAPH=0;
         #: elsewhere None (a batch sampled on the host, :meth:`MultiTaskSAC.update`).

@@ -88,8 +88,10 @@ class Runtime:
         spare = len(os.sched_getaffinity(0)) > num_tasks
         return "async" if num_tasks > 1 and spare else "sync"
 
-    def captures(self, device: torch.device) -> bool:
-        """Whether the update runs as the static step (CUDA's fast path) and is captured."""
+    def runs_static_step(self, device: torch.device) -> bool:
+        """Whether the update runs as the static step on ``device`` (CUDA's fast path): replay
+        buffer on the device, captured as a CUDA graph unless :attr:`graph` is off. The one place
+        this rule is written."""
         return self.fast and device.type == "cuda"
 
     def apply(self) -> None:

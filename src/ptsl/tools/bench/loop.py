@@ -58,6 +58,6 @@ def measure_loop(params: Params, runtime: Runtime, task_cache: Path | None, *, w
                        "env_steps_per_s": measured * num_tasks("mt10") / seconds,
                        "measured_vector_steps": measured,
                        "vector": rt.vector_mode(num_tasks("mt10")),
-                       "update": "captured" if rt.captures(rt.torch_device()) and rt.graph
+                       "update": "captured" if rt.runs_static_step(rt.torch_device()) and rt.graph
                        else ("fast" if rt.fast else "plain")}
     return rows
