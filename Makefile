@@ -38,8 +38,8 @@ grid: install
 budget-%: install
 	python -m ptsl.ops.budget $*
 
-# Everything CI checks, on every core (pytest-xdist); the unit tests alone take about one and a half
-# minutes (make test-unit).
+# Everything CI checks, on every core (pytest-xdist): about 11 minutes on 2 cores after the
+# install; the unit tests alone take about a minute (make test-unit).
 test: install
 	pytest -q -n auto tests
 
