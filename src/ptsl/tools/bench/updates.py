@@ -23,6 +23,8 @@ from ...ops.params import Params, run_config
 from .timing import Work, interleave
 
 PAPER_BATCH = 1280
+#: Rows of random transitions in every contender's replay buffer (host, device, SB3's).
+BUFFER_ROWS = 20_000
 
 
 def method_rows(params: Params) -> dict[str, tuple[str, str]]:
@@ -58,7 +60,7 @@ def gemm_work(device: torch.device, size: tuple[int, int, int] = (1280, 400, 400
     return work
 
 
-def random_buffer(num_tasks: int, size: int = 20_000, seed: int = 0,
+def random_buffer(num_tasks: int, size: int = BUFFER_ROWS, seed: int = 0,
                   buf: ReplayBuffer | DeviceReplayBuffer | None = None
                   ) -> ReplayBuffer | DeviceReplayBuffer:
     """``buf`` (default: a new host buffer of ``size``) filled with ``size`` random transitions:
@@ -89,7 +91,7 @@ def captured_update(params: Params, experiment: str, task_names: tuple[str, ...]
     device buffer of random rows, replayed as a CUDA graph (:func:`ptsl.core.loop.static_step`)."""
     agent = paper_agent(params, experiment, task_names, device, fast=True, capturable=True)
     buffer = random_buffer(len(task_names),
-                           buf=DeviceReplayBuffer(20_000, OBS_DIM, ACTION_DIM, device, seed=0))
+                           buf=DeviceReplayBuffer(BUFFER_ROWS, OBS_DIM, ACTION_DIM, device, seed=0))
     step = static_step(agent, buffer, PAPER_BATCH, Runtime(device="cuda"))
     assert isinstance(step, CapturedStep)
     return step
@@ -133,7 +135,7 @@ def update_flops(agent: MultiTaskSAC, buffer: ReplayBuffer, device: torch.device
     return int(counter.get_total_flops())
 
 
-def sb3_step(device: torch.device, buffer_size: int = 20_000) -> tuple[Work | None, int, str]:
+def sb3_step(device: torch.device, buffer_size: int = BUFFER_ROWS) -> tuple[Work | None, int, str]:
     """Stable-Baselines3's SAC training step with the same networks (400x3 actor and twin
     critics, observation 39, action 4, batch 1280); ``(None, 0, why)`` when it is not installed."""
     try:
