@@ -78,3 +78,79 @@ def test_a_cpu_run_gives_the_same_bytes_twice(task_cache):
     assert all(torch.equal(wa[k], wb[k]) for k in wa)
     fresh = build_agent(cfg, Shapes(39, 4, 1), ("reach-v3",)).state_dict()
     assert any(not torch.equal(fresh[k], wa[k]) for k in wa)  # the updates moved the weights
+
+
+def _interrupted_at_40(tmp_path, task_cache) -> tuple[RunConfig, object, list]:
+    """A run interrupted after its step-40 checkpoint, and that checkpoint's file."""
+    cfg = _cfg()
+    scratch = tmp_path / "scratch"
+
+    def interrupt(row):
+        if row["step"] == 40:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        train(cfg, scratch_dir=scratch, task_cache=task_cache, progress=False, on_eval=interrupt)
+    (path,) = [p for p in scratch.iterdir() if p.suffix == ".pt"]
+    return cfg, scratch, path
+
+
+def _rewrite(path, change) -> None:
+    """Rewrite a resume checkpoint in place (a valid file: format, version and checksum)."""
+    from ptsl.core import persistence
+
+    state = persistence.load(path, "resume checkpoint")
+    change(state)
+    persistence.save(path, {k: v for k, v in state.items()
+                            if k not in ("format", "ptsl_version")}, "resume checkpoint")
+
+
+def _as_made_on_a_gpu(state: dict, record_device: bool) -> None:
+    """What a CUDA run's checkpoint holds: a CUDA generator's 16-byte state, capturable Adam
+    with its step counters as float tensors, and (since they record it) the device."""
+    state["agent"]["generator"] = torch.zeros(16, dtype=torch.uint8)
+    for opt in state["agent"]["optimizers"].values():
+        for group in opt["param_groups"]:
+            group["capturable"] = True
+    state["update_path"] = "captured"
+    if record_device:
+        state["device"] = "cuda"
+    else:
+        state.pop("device")
+
+
+@pytest.mark.parametrize("recorded", [True, False])
+def test_a_checkpoint_from_a_gpu_is_skipped_with_one_line(tmp_path, task_cache, capsys, recorded):
+    """A CPU run finds a GPU run's checkpoint (a shared scratch folder): it says so in one
+    warning line and trains from the start, ending as an uninterrupted run; whether the
+    checkpoint records its device or predates that (told by its generator state)."""
+    cfg, scratch, path = _interrupted_at_40(tmp_path, task_cache)
+    _rewrite(path, lambda s: _as_made_on_a_gpu(s, recorded))
+    capsys.readouterr()
+    resumed = train(cfg, scratch_dir=scratch, task_cache=task_cache, progress=False)
+    err = capsys.readouterr().err
+    assert "not resuming from this checkpoint, it was made under another device: 'cuda' there, " \
+           "'cpu' here" in err and err.count("warning:") == 1
+    assert resumed.resumed_from == 0
+    whole = train(cfg, task_cache=task_cache, progress=False)
+    assert resumed.curve.to_csv() == whole.curve.to_csv()
+
+
+def test_optimizers_take_their_options_from_the_agent_not_the_file(tmp_path, task_cache):
+    """A CPU checkpoint whose Adam groups say capturable (as a GPU run's do) resumes on CPU:
+    the agent's own options win, and the run ends as an uninterrupted one, bit for bit."""
+    cfg, scratch, path = _interrupted_at_40(tmp_path, task_cache)
+
+    def capturable_flags(state: dict) -> None:
+        for opt in state["agent"]["optimizers"].values():
+            for group in opt["param_groups"]:
+                group["capturable"] = True
+    _rewrite(path, capturable_flags)
+    resumed = train(cfg, scratch_dir=scratch, task_cache=task_cache, progress=False)
+    assert resumed.resumed_from == 40
+    for opt in resumed.agent.optimizers().values():
+        assert all(g["capturable"] is False for g in opt.param_groups)
+    whole = train(cfg, task_cache=task_cache, progress=False)
+    assert resumed.curve.to_csv() == whole.curve.to_csv()
+    want, got = whole.agent.state_dict(), resumed.agent.state_dict()
+    assert all(torch.equal(want[k], got[k]) for k in want)
