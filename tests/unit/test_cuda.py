@@ -5,8 +5,8 @@ training loop with PTSL_GRAPH=1 against 0; GPU memory flat over replays; a faile
 its cause and leaves the current stream as it was; the divergence guard on a captured run; the
 static selections on CUDA.
 
-Run them with `make test-cuda`, or without pytest-xdist:
-`pytest -o addopts="" -m cuda tests/unit/test_cuda.py`.
+Run them with `make test-cuda`, or `pytest -m cuda tests/unit/test_cuda.py` (no pytest-xdist
+needed).
 """
 
 from __future__ import annotations
