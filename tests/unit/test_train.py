@@ -154,3 +154,67 @@ def test_optimizers_take_their_options_from_the_agent_not_the_file(tmp_path, tas
     assert resumed.curve.to_csv() == whole.curve.to_csv()
     want, got = whole.agent.state_dict(), resumed.agent.state_dict()
     assert all(torch.equal(want[k], got[k]) for k in want)
+
+
+def test_training_success_is_any_step_success_per_episode_in_windows():
+    """Each task's success at any step of an episode, under whatever acted; the episodes
+    finished since the last evaluation row give that row's rates; the state survives a
+    checkpoint."""
+    import numpy as np
+
+    from ptsl.core.loop import TrainingSuccess
+
+    ts = TrainingSuccess(3)
+    assert ts.take_window() == (0, None)
+    ts.step(np.array([0.0, 1.0, 0.0]))
+    ts.step(np.array([0.0, 0.0, 1.0]))  # success at any step counts
+    np.testing.assert_array_equal(ts.end_episode(), [0.0, 1.0, 1.0])
+    ts.step(np.array([1.0, 0.0, 0.0]))
+    np.testing.assert_array_equal(ts.end_episode(), [1.0, 0.0, 0.0])  # a new episode
+    saved = ts.state()
+    n, rates = ts.take_window()
+    assert n == 2 and rates.tolist() == [0.5, 0.5, 0.5]
+    assert ts.take_window() == (0, None)
+    ts.load_state(saved)
+    n, again = ts.take_window()
+    assert n == 2 and again.tolist() == rates.tolist()
+
+
+class _Episodes:
+    """A RunLog that keeps the training episodes it is given (and nothing else)."""
+
+    run_id = ""
+
+    def __init__(self) -> None:
+        self.episodes: list[tuple[int, dict]] = []
+
+    def training_episode(self, step, success):
+        self.episodes.append((step, dict(success)))
+
+    def evaluation(self, step, row): ...
+    def losses(self, step, means): ...
+    def resumed(self, step, curve, previous_run): ...
+    def flush(self): ...
+
+
+def test_the_curve_carries_the_windowed_training_success_and_the_log_each_episode(task_cache):
+    cfg = RunConfig(
+        name="tiny", seed=1,
+        experiment=ExperimentConfig(benchmark="mt10", method="mtsac", hidden_dim=32,
+                                    num_layers=2),
+        env=EnvConfig(episode_length=20), sac=SACConfig(batch_size=32, init_steps=20),
+        train=TrainConfig(steps=100, eval_every=40, checkpoint_every=40))
+    log = _Episodes()
+    curve = train(cfg, task_cache=task_cache, progress=False, log=log).curve
+    assert [s for s, _ in log.episodes] == [20, 40, 60, 80, 100]
+    tasks = [c.removeprefix("success/") for c in curve.columns if c.startswith("success/")]
+    assert all(list(success) == tasks for _, success in log.episodes)
+    assert curve["train_episodes"].tolist() == [0, 2, 2, 1]
+    assert curve.loc[0, ["train_success", *[f"train_success/{t}" for t in tasks]]].isna().all()
+    for i, (lo, hi) in enumerate([(0, 2), (2, 4), (4, 5)], start=1):
+        window = log.episodes[lo:hi]
+        for task in tasks:
+            want = sum(s[task] for _, s in window) / len(window)
+            assert curve.loc[i, f"train_success/{task}"] == want
+        assert curve.loc[i, "train_success"] == pytest.approx(
+            sum(curve.loc[i, f"train_success/{t}"] for t in tasks) / len(tasks))

@@ -16,6 +16,7 @@ update as a CUDA graph.
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -41,12 +42,47 @@ from .records import Curve, Summary
 from .runtime import Runtime
 
 
+class TrainingSuccess:
+    """Training success as the reference logs it (``train/success``): each task's success at
+    any step of each training episode, under the behaviour policy (random actions during the
+    warm-up, then stochastic policy samples). Finished episodes wait here until the next
+    evaluation row takes their per-task rates (a windowed rate: at the paper budget 66 or 67
+    episodes per task per row)."""
+
+    def __init__(self, num_tasks: int) -> None:
+        self.current = np.zeros(num_tasks, dtype=bool)
+        self.finished: list[np.ndarray] = []
+
+    def step(self, success: np.ndarray) -> None:
+        self.current |= success > 0
+
+    def end_episode(self) -> np.ndarray:
+        """The episode's success per task (0 or 1); a new episode starts."""
+        done = self.current.astype(np.float64)
+        self.finished.append(done)
+        self.current = np.zeros_like(self.current)
+        return done
+
+    def take_window(self) -> tuple[int, np.ndarray | None]:
+        """How many episodes per task finished since the last call, and each task's success
+        rate over them (None when none did)."""
+        finished, self.finished = self.finished, []
+        return len(finished), (np.stack(finished).mean(axis=0) if finished else None)
+
+    def state(self) -> dict:
+        return {"current": self.current.copy(), "finished": [f.copy() for f in self.finished]}
+
+    def load_state(self, state: dict) -> None:
+        self.current = np.asarray(state["current"], dtype=bool).copy()
+        self.finished = [np.asarray(f, dtype=np.float64) for f in state["finished"]]
+
+
 @dataclass(frozen=True)
 class TrainResult:
     """What a finished run produced."""
 
     agent: MultiTaskSAC
-    curve: pd.DataFrame  # one row per evaluation: step, env_steps, success, return, success/<task>
+    curve: pd.DataFrame  # one row per evaluation (:class:`ptsl.core.records.Curve`)
     parameter_count: int
     wall_seconds: float
     resumed_from: int
@@ -79,6 +115,7 @@ class Training:
                                                   shapes.action_dim, seed=cfg.seed + 2,
                                                   graph=runtime.graph)
         self.curve: list[dict[str, float]] = []
+        self.train_success = TrainingSuccess(self.env.num_tasks)
         # Losses stay on the device; they are checked and averaged once per episode (one host
         # transfer per episode_length updates), and before any checkpoint is written.
         self.losses: list[tuple[int, dict[str, torch.Tensor]]] = []
@@ -89,11 +126,17 @@ class Training:
         state = self.checkpoints.load(self.device.type)
         if state is None:
             return
+        if "train_success" not in state:
+            print(f"warning: not resuming {self.cfg.name}-{self.cfg.seed} from its step "
+                  f"{state['step']} checkpoint: it predates training-success recording; this "
+                  "run starts from scratch", file=sys.stderr)
+            return
         self.agent.load_training_state(state["agent"])
         self.buffer.load_state_dict(state["buffer"])
         self.rng.bit_generator.state = state["rng"]
         self.env.set_state(state["env"])
         self.curve = state["curve"]
+        self.train_success.load_state(state["train_success"])
         self.start = self.last_checkpoint = state["step"]
         self.log.resumed(self.start, self.curve, state.get("log_run_id"))
 
@@ -136,8 +179,11 @@ class Training:
         if self.curve and self.curve[-1]["step"] == step:
             return
         res = evaluate(self.agent, self.eval_env, self.cfg.train.eval_episodes)
+        names = self.eval_env.tasks.names
+        episodes, rates = self.train_success.take_window()
         row = Curve.row(step, step * self.env.num_tasks, res.mean_success, res.mean_return,
-                        dict(zip(self.eval_env.tasks.names, res.success)))
+                        dict(zip(names, res.success)), episodes,
+                        None if rates is None else dict(zip(names, rates.tolist())))
         self.curve.append(row)
         self.log.evaluation(step, row)
         self.log.flush()  # the curve reaches the store at every evaluation
@@ -177,14 +223,17 @@ class Training:
 
     def collect(self, obs: np.ndarray, action: np.ndarray, result: StepResult,
                 step: int) -> None:
-        """Store one transition per task."""
+        """Store one transition per task; note each task's success."""
         self.buffer.add(obs, action, result.reward, result.obs, 1.0 - result.terminated,
                         self.env.task_ids)
+        self.train_success.step(result.success)
 
     def end_episode(self, done: int) -> np.ndarray:
-        """Reset every task; check and report the episode's losses; checkpoint when due.
-        Returns the first observations of the next episode."""
+        """Reset every task; report the episode's training success; check and report its
+        losses; checkpoint when due. Returns the first observations of the next episode."""
         obs = self.env.reset()
+        success = self.train_success.end_episode()
+        self.log.training_episode(done, dict(zip(self.env.tasks.names, success.tolist())))
         self.report_losses(done)
         if done - self.last_checkpoint >= self.cfg.train.checkpoint_every \
                 and done < self.cfg.train.steps:
@@ -211,7 +260,8 @@ class Training:
         self.checkpoints.save(done, {
             "agent": self.agent.training_state(), "buffer": self.buffer.state_dict(),
             "rng": self.rng.bit_generator.state, "env": self.env.get_state(),
-            "curve": self.curve, "log_run_id": self.log.run_id,
+            "curve": self.curve, "train_success": self.train_success.state(),
+            "log_run_id": self.log.run_id,
             "device": self.device.type, "update_path": self.update_path})
         self.last_checkpoint = done
 
