@@ -218,3 +218,31 @@ def test_the_curve_carries_the_windowed_training_success_and_the_log_each_episod
             assert curve.loc[i, f"train_success/{task}"] == want
         assert curve.loc[i, "train_success"] == pytest.approx(
             sum(curve.loc[i, f"train_success/{t}"] for t in tasks) / len(tasks))
+
+
+def test_a_resumed_run_with_resampled_goals_ends_as_an_uninterrupted_one(tmp_path, task_cache):
+    """Meta-World+'s protocol (goals resampled every episode, v2 rewards, no normalisation,
+    evaluation one episode per goal): a run killed after a checkpoint and resumed gives the
+    bytes of an uninterrupted run, training-success window included."""
+    cfg = RunConfig(
+        name="tiny", seed=1,
+        experiment=ExperimentConfig(benchmark="mt10", method="mtsac", hidden_dim=32,
+                                    num_layers=2),
+        env=EnvConfig(episode_length=20, goals="resample", reward_version="v2",
+                      normalize_reward=False),
+        sac=SACConfig(batch_size=32, init_steps=20),
+        train=TrainConfig(steps=100, eval_every=40, checkpoint_every=40, eval_episodes=3))
+    scratch = tmp_path / "scratch"
+
+    def interrupt(row):
+        if row["step"] == 80:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        train(cfg, scratch_dir=scratch, task_cache=task_cache, progress=False, on_eval=interrupt)
+    resumed = train(cfg, scratch_dir=scratch, task_cache=task_cache, progress=False)
+    assert resumed.resumed_from == 80
+    whole = train(cfg, task_cache=task_cache, progress=False)
+    assert resumed.curve.to_csv() == whole.curve.to_csv()
+    want, got = whole.agent.state_dict(), resumed.agent.state_dict()
+    assert all(torch.equal(want[k], got[k]) for k in want)

@@ -144,7 +144,15 @@ class MetaWorldTaskEnv(gym.Env):
             self._normalizer.var = state["reward_var"]
 
     def reset(self, *, seed: int | None = None, options: dict | None = None):
-        if self._resample:
+        """A new episode. With resampled goals it draws its goal, unless ``options`` names one
+        (``{"goal": k}``: the k-th of the task's goals, as an evaluation that visits each goal
+        in turn asks) or keeps the current one (``{"keep_goal": True}``: the first reset of a
+        resumed run, whose checkpoint was made after the goal was drawn)."""
+        options = options or {}
+        if "goal" in options:
+            self.goal_index = int(options["goal"]) % len(self._goals)
+            self._env.set_task(self._goals[self.goal_index])
+        elif self._resample and not options.get("keep_goal"):
             self.goal_index = int(self._rng.integers(len(self._goals)))
             self._env.set_task(self._goals[self.goal_index])
         self._t = 0
@@ -211,8 +219,8 @@ class SerialEnvs:
         self.single_observation_space = self.envs[0].observation_space
         self.single_action_space = self.envs[0].action_space
 
-    def reset(self) -> tuple[np.ndarray, dict]:
-        return np.stack([env.reset()[0] for env in self.envs]), {}
+    def reset(self, options: dict | None = None) -> tuple[np.ndarray, dict]:
+        return np.stack([env.reset(options=options)[0] for env in self.envs]), {}
 
     def step(self, actions: np.ndarray) -> tuple[np.ndarray, ...]:
         n = len(self.envs)
@@ -294,11 +302,18 @@ class MultiTaskVecEnv:
         self.action_low = self._vec.single_action_space.low
         self.action_high = self._vec.single_action_space.high
         self.episode_length = env_cfg.episode_length
+        #: Whether every reset draws a new goal (``env.goals: resample``).
+        self.resamples_goals = env_cfg.goals == "resample"
         self._pending: Future | bool | None = None
         self._thread: ThreadPoolExecutor | None = None
 
-    def reset(self) -> np.ndarray:
-        obs, _ = self._vec.reset()
+    def reset(self, goal: int | None = None, keep_goals: bool = False) -> np.ndarray:
+        """Start an episode of every task: on each task's ``goal``-th goal when one is given,
+        on the current goals with ``keep_goals``, else as the protocol says (resampled goals
+        draw a new one)."""
+        options = {"goal": goal} if goal is not None else ({"keep_goal": True} if keep_goals
+                                                           else None)
+        obs, _ = self._vec.reset(options=options)
         return obs
 
     def step(self, actions: np.ndarray) -> StepResult:

@@ -31,13 +31,15 @@ class EvalResult:
 def evaluate(agent: MultiTaskSAC, env: MultiTaskVecEnv, episodes: int = 1) -> EvalResult:
     """Run ``episodes`` full episodes of every task with the deterministic policy ``tanh(mean)``.
 
-    With fixed goals and a deterministic policy every episode of a task is the same; more
-    episodes matter only when goals are resampled at every reset.
+    With fixed goals and a deterministic policy every episode of a task is the same. Where
+    training resamples goals, episode ``k`` runs on each task's ``k``-th goal (Meta-World+:
+    one episode per goal, 50 per task), so an evaluation draws nothing at random and is the
+    same wherever a run resumed.
     """
     success = np.zeros((episodes, env.num_tasks), dtype=np.float64)
     returns = np.zeros((episodes, env.num_tasks), dtype=np.float64)
     for ep in range(episodes):
-        obs = env.reset()
+        obs = env.reset(goal=ep) if env.resamples_goals else env.reset()
         for _ in range(env.episode_length):
             step = env.step(agent.act(obs, env.task_ids, deterministic=True))
             success[ep] = np.maximum(success[ep], step.success > 0)

@@ -147,7 +147,8 @@ class Training:
         bar = tqdm(total=tc.steps, initial=self.start, disable=not progress, unit="step",
                    desc=f"{self.cfg.name}-{self.cfg.seed}", mininterval=2.0, dynamic_ncols=True)
         try:
-            obs = self.env.reset()
+            # A resumed run's checkpoint was written after the episode's reset drew its goals.
+            obs = self.env.reset(keep_goals=self.start > 0)
             for step in range(self.start, tc.steps):
                 if step % tc.eval_every == 0:
                     self.evaluate(step, on_eval, bar)
