@@ -1,4 +1,4 @@
-"""Parameter counting by PTSL's rule (reference doc 5.6): every MT10 count of the reference table
+"""Parameter counting by PTSL's rule (reference 5.6): every MT10 count of the reference table
 at the reference's 12-dim observation, and the hidden-size solver."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pytest
 from ptsl.core.config import ExperimentConfig
 from ptsl.tools.counting import REFERENCE_SETTINGS, count_parameters, solve_hidden_dim
 
-# Doc 5.6, MT10, obs_dim 12, action_dim 4: the ground truth the architectures must reproduce.
+# Reference 5.6, MT10, obs_dim 12, action_dim 4: the ground truth the architectures must reproduce.
 EXPECTED = {
     "MT-SAC": 1_641_222,
     "CARE": 1_871_534,

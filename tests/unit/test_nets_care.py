@@ -1,5 +1,5 @@
 """CARE: embeddings loader, mixture-of-encoders, tying, optimiser membership and the
-gradient-flow rules of reference doc 4.3-4.4 (quirks included), checked on real updates."""
+gradient-flow rules of reference 4.3-4.4 (quirks included), checked on real updates."""
 
 from __future__ import annotations
 
@@ -78,9 +78,9 @@ def _opt_ids(opt: torch.optim.Optimizer) -> set[int]:
 def test_sizes_match_the_reference():
     agent = build_agent(_cfg(), Shapes(12, 4, 10), MT10_V3)
     enc = agent.critic.encoder
-    assert sum(p.numel() for p in enc.parameters()) == 18_104  # doc 4.1
+    assert sum(p.numel() for p in enc.parameters()) == 18_104  # reference 4.1
     te = agent.task_encoder
-    assert sum(p.numel() for p in te.parameters() if p.requires_grad) == 89_600  # doc 4.2
+    assert sum(p.numel() for p in te.parameters() if p.requires_grad) == 89_600  # reference 4.2
     assert te.embedding.table.shape == (10, 768) and not any(
         p.data_ptr() == te.embedding.table.data_ptr() for p in te.parameters())  # frozen buffer
     assert agent.actor.trunk.net[0].in_features == 100  # concat(z_enc, task encoding)
@@ -109,14 +109,14 @@ def test_tying_and_optimiser_membership():
     assert _opt_ids(agent.critic_opt) == param_ids(agent.critic.parameters())
     assert param_ids(c_enc.experts.parameters()) <= _opt_ids(agent.critic_opt)
     assert _opt_ids(agent.task_encoder_opt) == param_ids(agent.task_encoder.parameters())
-    # Quirk Q8: the actor's attention MLP is in no optimiser at all.
+    # Reference Q8: the actor's attention MLP is in no optimiser at all.
     every_opt = set().union(*(_opt_ids(o) for o in (agent.actor_opt, agent.critic_opt,
                                                      agent.alpha_opt, agent.task_encoder_opt)))
     assert not param_ids(a_enc.gate.parameters()) & every_opt
 
 
 def test_critic_gate_input_is_not_detached():
-    """Quirk Q8 (misspelt detach key): the critic's gate passes gradient to the task encoding."""
+    """Reference Q8 (misspelt detach key): the critic's gate passes gradient to the task encoding."""
     agent = _agent()
     task = TaskIndex(torch.tensor([0, 1, 2]), 3)
     te = agent.encode_task(task).detach().requires_grad_(True)
@@ -128,7 +128,7 @@ def test_critic_gate_input_is_not_detached():
 
 
 def test_task_encoder_is_trained_by_the_critic_loss_only():
-    """Doc 4.4: during ``update`` the task encoding receives gradient exactly once, in the critic
+    """Reference 4.4: during ``update`` the task encoding receives gradient exactly once, in the critic
     backward pass (before the critic step); the actor and alpha losses see a detached copy."""
     agent = _agent()
     phase = {"critic_stepped": False}
@@ -156,7 +156,7 @@ def test_task_encoder_is_trained_by_the_critic_loss_only():
 
 def test_what_real_updates_train():
     """After real updates: critic experts (= actor experts), critic gate, task-encoder MLPs and
-    the actor trunk change; the actor's gate (quirk Q8) and the frozen table do not."""
+    the actor trunk change; the actor's gate (reference Q8) and the frozen table do not."""
     agent = _agent()
     snap = {n: t.detach().clone() for n, t in agent.state_dict().items()}
     for step in range(3):

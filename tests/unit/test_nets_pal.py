@@ -1,5 +1,5 @@
 """PTSL / PAL trunks: projection rules, sharing, residual maths, init, per-task gradients, and
-which task parameters real SAC updates actually train (reference doc 5)."""
+which task parameters real SAC updates actually train (reference 5)."""
 
 from __future__ import annotations
 
@@ -133,7 +133,7 @@ def test_at_init_ptsl_is_exactly_its_shared_mlp(residual, shared):
 
 
 def _manual_forward(net: FeedForwardPAL, x: torch.Tensor, task: torch.Tensor) -> torch.Tensor:
-    """Row-by-row transcription of doc 5.2-5.4 (independent of the batched gather)."""
+    """Row-by-row transcription of reference 5.2-5.4 (independent of the batched gather)."""
     outs = []
     for b in range(x.shape[0]):
         h, t, prev = x[b], int(task[b]), None
@@ -227,7 +227,7 @@ def test_shared_projection_trains_every_task_branch():
 
 
 def test_independent_projections_leave_dead_task_branches():
-    """Reference quirk Q9, shared_projection=False: every layer but the output layer has its own
+    """Reference Q9, shared_projection=False: every layer but the output layer has its own
     zero D and zero U, so their task gradients are exactly zero forever. Only the output layer's
     task part (its own D, W_t, c_t) trains; all hidden-layer D, U, W_t, c_t stay at init."""
     agent = _agent(shared=False, residual="none")
@@ -239,7 +239,7 @@ def test_independent_projections_leave_dead_task_branches():
 
 
 def test_project_residual_leaves_only_output_task_bias_alive():
-    """Reference quirk Q9, residual_mode=project: the zero R blocks the path by which D would
+    """Reference Q9, residual_mode=project: the zero R blocks the path by which D would
     learn, so D, U, R and every W_t stay at init; only the output layer's task bias c_t trains."""
     agent = _agent(shared=True, residual="project")
     last = len(agent.actor.trunk.layers) - 1

@@ -1,4 +1,4 @@
-"""Soft Modularization (reference doc 3): routing distributions, routed forward pass, expert
+"""Soft Modularization (reference 3): routing distributions, routed forward pass, expert
 init, tied encoders, hard-coded depth, the critic's obs-action projection, and real updates."""
 
 from __future__ import annotations
@@ -74,7 +74,7 @@ def test_expert_init_is_xavier_per_module_with_zero_bias():
 
 def test_structure_depth_encoder_tying_and_optimisers():
     agent = _agent(hidden=32, num_layers=3)
-    # Quirk Q7: depth is fixed at 2 modular layers whatever num_layers says.
+    # Reference Q7: depth is fixed at 2 modular layers whatever num_layers says.
     assert len(agent.actor.trunk.layers) == 2
     assert agent.parameter_count() == _agent(hidden=32, num_layers=4).parameter_count()
     # Tied encoders (one module), trained by the critic optimiser only.

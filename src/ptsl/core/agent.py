@@ -1,4 +1,4 @@
-"""Multi-task SAC as mtrl implements it (reference doc 1.4 and 2): actor, twin critics, one
+"""Multi-task SAC as mtrl implements it (reference 1.4 and 2): actor, twin critics, one
 temperature per task, one update step and acting.
 
 The method zoo (which encoder, task encoder and trunk) is decided in :mod:`ptsl.core.builders`; this
@@ -308,7 +308,7 @@ class MultiTaskSAC(nn.Module):
         self.actor_opt.zero_grad(set_to_none=True)
         actor_loss.backward(inputs=self._actor_params)
         self.actor_opt.step()
-        # Reference quirk kept: the loss is written on alpha = exp(log alpha), not on log alpha.
+        # As in reference 1.4: the loss is written on alpha = exp(log alpha), not on log alpha.
         alpha_loss = (alpha * (-log_pi - self.target_entropy).detach()).mean()
         self.alpha_opt.zero_grad(set_to_none=True)
         alpha_loss.backward()

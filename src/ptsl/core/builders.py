@@ -50,7 +50,7 @@ def _reference_init(module: nn.Module, generator: torch.Generator) -> None:
 def mtsac(exp: ExperimentConfig, sac: SACConfig, shapes: Shapes, generator: torch.Generator,
           task_embeddings: Table = None) -> Networks:
     """MT-SAC as the reference runs it: the networks see the observation only (no task id,
-    reference quirk Q6) unless ``task_onehot`` adds a one-hot (garage's variant)."""
+    reference Q6) unless ``task_onehot`` adds a one-hot (garage's variant)."""
 
     def encoder() -> IdentityEncoder:
         return IdentityEncoder(shapes.obs_dim, shapes.num_tasks, onehot=exp.task_onehot)
@@ -69,9 +69,9 @@ def mtsac(exp: ExperimentConfig, sac: SACConfig, shapes: Shapes, generator: torc
 
 def softmod(exp: ExperimentConfig, sac: SACConfig, shapes: Shapes, generator: torch.Generator,
             task_embeddings: Table = None) -> Networks:
-    """Soft Modularization as the mtrl README command builds it (reference doc 3).
+    """Soft Modularization as the mtrl README command builds it (reference 3).
 
-    Reference quirk Q7: the trunk depth is hard-coded to 2 layers, ``exp.num_layers`` is ignored.
+    Reference Q7: the trunk depth is hard-coded to 2 layers, ``exp.num_layers`` is ignored.
     The task encoding routes the trunks and is not concatenated to the features.
     """
     task_encoder = TaskEncoder.learned(shapes.num_tasks, generator)
@@ -100,7 +100,7 @@ def _care_encoders(exp: ExperimentConfig, shapes: Shapes, task_embeddings: Table
                    generator: torch.Generator) -> tuple[TaskEncoder, CAREEncoder, CAREEncoder]:
     """Task encoder on the frozen embeddings, and the critic and actor mixture encoders.
 
-    Reference quirk Q8: the actor's experts are the critic's (tied Parameter objects, trained by
+    Reference Q8: the actor's experts are the critic's (tied Parameter objects, trained by
     the critic loss), but its attention gate is its own and no optimiser ever steps it.
     """
     if task_embeddings is None:
@@ -131,7 +131,7 @@ def _care_like(exp: ExperimentConfig, sac: SACConfig, shapes: Shapes, generator:
     _reference_init(actor.trunk, generator)
     _reference_init(critic.q1, generator)
     _reference_init(critic.q2, generator)
-    # Optimiser membership (reference doc 4.3): actor optimiser = actor trunk only; the critic
+    # Optimiser membership (reference 4.3): actor optimiser = actor trunk only; the critic
     # optimiser gets all critic parameters (experts, critic gate, Q's); the task encoder has its
     # own optimiser and, because the actor sees a detached encoding, only the critic loss trains it.
     return Networks(actor=actor, critic=critic, task_encoder=task_encoder,
@@ -152,7 +152,7 @@ def _pal_trunk(exp: ExperimentConfig, shapes: Shapes) -> Callable[[int, int], Fe
 
 def care(exp: ExperimentConfig, sac: SACConfig, shapes: Shapes, generator: torch.Generator,
          task_embeddings: Table = None) -> Networks:
-    """CARE (reference doc 4): mixture-of-encoders + plain MLP trunks (hidden_dim, num_layers)."""
+    """CARE (reference 4): mixture-of-encoders + plain MLP trunks (hidden_dim, num_layers)."""
 
     def make(in_dim: int, out_dim: int) -> MLPTrunk:
         return MLPTrunk(in_dim, exp.hidden_dim, out_dim, exp.num_layers)
@@ -161,7 +161,7 @@ def care(exp: ExperimentConfig, sac: SACConfig, shapes: Shapes, generator: torch
 
 def care_ptsl(exp: ExperimentConfig, sac: SACConfig, shapes: Shapes, generator: torch.Generator,
               task_embeddings: Table = None) -> Networks:
-    """CARE+PTSL (reference doc 5.1): CARE's encoders, PAL trunks for the actor and every Q."""
+    """CARE+PTSL (reference 5.1): CARE's encoders, PAL trunks for the actor and every Q."""
     return _care_like(exp, sac, shapes, generator, task_embeddings, _pal_trunk(exp, shapes))
 
 

@@ -50,7 +50,7 @@ class Section(BaseModel):
 
 
 class EnvConfig(Section):
-    """Environment protocol (reference doc section 1.1); defaults follow the reference code."""
+    """Environment protocol (reference 1.1); defaults follow the reference code."""
 
     episode_length: Count = Field(150, description="steps per episode (Meta-World v3 allows "
                                                    "up to 500)")
@@ -61,7 +61,7 @@ class EnvConfig(Section):
 
 
 class SACConfig(Section):
-    """Multi-task SAC hyper-parameters (reference doc section 1.4)."""
+    """Multi-task SAC hyper-parameters (reference 1.4)."""
 
     discount: Annotated[Number, Field(gt=0.0, le=1.0)] = 0.99
     init_temperature: Annotated[Number, Field(gt=0.0)] = 1.0

@@ -1,4 +1,4 @@
-"""Meta-World multi-task vector environment under the reference protocol (reference doc 1.1).
+"""Meta-World multi-task vector environment under the reference protocol (reference 1.1).
 
 One sub-environment per task, each with its own goal (fixed for the run and drawn from the seed,
 or resampled at every reset), episodes cut at ``episode_length`` steps, rewards divided by a
@@ -247,7 +247,7 @@ class SerialEnvs:
 def eval_env(tasks: TaskSet, env_cfg: EnvConfig, seed: int) -> "MultiTaskVecEnv":
     """The environment evaluation steps: the run's goals, raw rewards (reported as they are),
     tasks stepped in this process. A separate one from training's (upstream mtrl; PTSL's HEAD
-    reuses the training env, reference quirk Q1)."""
+    reuses the training env, reference Q1)."""
     return MultiTaskVecEnv(tasks, env_cfg, seed, normalize_reward=False, vector="sync")
 
 

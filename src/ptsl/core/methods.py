@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-#: PTSL residual modes (reference doc 5.4).
+#: PTSL residual modes (reference 5.4).
 RESIDUAL_MODES = ("none", "sum", "linear", "project")
 #: Experiment keys that only some methods read; each method lists those it reads.
 OPTIONS = ("task_onehot", "num_experts", "pal_dim", "shared_projection", "residual_mode")
@@ -55,10 +55,10 @@ class Method:
 
 METHODS: dict[str, Method] = {m.name: m for m in (
     Method("mtsac", "MT-SAC", "multi-task SAC with one temperature per task; the networks see "
-           "the observation only (reference quirk Q6), task_onehot adds a one-hot",
+           "the observation only (reference Q6), task_onehot adds a one-hot",
            options=frozenset({"task_onehot"})),
     Method("softmod", "Soft Modularization", "routed modular trunks on a learned task "
-           "embedding (trunk depth fixed at 2, reference quirk Q7)",
+           "embedding (trunk depth fixed at 2, reference Q7)",
            options=frozenset({"num_experts"}), fixed_layers=2),
     Method("care", "CARE", "mixture of state encoders weighted by the task description",
            embeddings=True, options=frozenset({"num_experts"})),
@@ -66,7 +66,7 @@ METHODS: dict[str, Method] = {m.name: m for m in (
            ptsl=True, options=frozenset({"num_experts"}) | _PTSL_OPTIONS,
            residual_modes=RESIDUAL_MODES),
     # The identity-encoder variant skips its first down-projection, so the low-rank inputs of
-    # consecutive layers differ in size and no residual mode applies (reference doc 5.4).
+    # consecutive layers differ in size and no residual mode applies (reference 5.4).
     Method("sac_ptsl", "MT-SAC+PTSL", "MT-SAC with PTSL trunks; the task reaches the networks "
            "only through the PTSL task layers", ptsl=True, options=_PTSL_OPTIONS),
 )}

@@ -236,37 +236,22 @@ def _store_path(uri: str) -> Path | None:
 
 
 def relocate_store(db: Path, root: Path) -> str | None:
-    """Point a copied or moved project store at this checkout's ``mlartifacts/``.
-
-    MLflow stores absolute artifact locations (per experiment, and per run derived from it) and
-    has no call to change them. A store created in another folder (``cp -r`` of the checkout,
-    or a moved one) would write new artifacts into that old folder, so locations under
-    ``<old root>/mlartifacts/`` are rewritten to ``<root>/mlartifacts/``. Returns the old root
-    when something was rewritten.
-    """
-    import sqlite3
+    """Point a copied or moved project store at this checkout's ``mlartifacts/``
+    (:mod:`ptsl.ops.store_location`: through MLflow's client and table models, after a check of
+    the store's schema), saying so in one line. Returns the old root when something was
+    rewritten; a :class:`TrackingError` (one line, nothing written) when the store's schema is
+    not the one the rewrite relies on."""
+    from .store_location import StoreSchemaError, relocate
 
     if not db.is_file():
         return None
-    new = (root / "mlartifacts").as_uri() + "/"
-    with sqlite3.connect(db) as con:
-        if not con.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND "
-                           "name = 'experiments'").fetchone():
-            return None  # MLflow has not created its tables yet
-        rows = con.execute("SELECT artifact_location FROM experiments").fetchall()
-        olds = {loc[: loc.index("/mlartifacts/") + len("/mlartifacts/")]
-                for (loc,) in rows if loc and "/mlartifacts/" in loc and not loc.startswith(new)}
-        for old in olds:
-            n = len(old) + 1
-            con.execute("UPDATE experiments SET artifact_location = ? || substr(artifact_location, ?)"
-                        " WHERE substr(artifact_location, 1, ?) = ?", (new, n, n - 1, old))
-            con.execute("UPDATE runs SET artifact_uri = ? || substr(artifact_uri, ?)"
-                        " WHERE substr(artifact_uri, 1, ?) = ?", (new, n, n - 1, old))
-    if not olds:
-        return None
-    old_root = sorted(olds)[0][: -len("/mlartifacts/")]
-    print(f"mlflow.db: artifact locations moved from {old_root} to {root.as_uri()} "
-          "(the checkout was copied or moved)")
+    try:
+        old_root = relocate(f"sqlite:///{db}", db, root)
+    except StoreSchemaError as exc:
+        raise TrackingError(str(exc)) from None
+    if old_root is not None:
+        print(f"{db.name}: artifact locations moved from {old_root} to {root.as_uri()} "
+              "(the checkout was copied or moved)")
     return old_root
 
 

@@ -1,4 +1,4 @@
-"""Parameter counts by PTSL's rule and the hidden sizes that equalise them (reference doc 5.6).
+"""Parameter counts by PTSL's rule and the hidden sizes that equalise them (reference 5.6).
 
 Rule (PTSL ``Agent.summary`` / ``count_parameters.py``): actor + critic (encoder and both Q's)
 + critic target + log-alpha, tensors tied between modules counted in each module, task encoder
@@ -21,7 +21,7 @@ from ..core.builders import Shapes, build_networks
 from ..core.config import ExperimentConfig, SACConfig
 from ..core.methods import method
 
-#: Reference MT10 settings of doc 5.6: (label, experiment fields).
+#: The reference's MT10 settings (reference 5.6): (label, experiment fields).
 REFERENCE_SETTINGS: tuple[tuple[str, dict[str, object]], ...] = (
     ("MT-SAC", dict(method="mtsac", hidden_dim=400, num_layers=3)),
     ("CARE", dict(method="care", hidden_dim=400, num_layers=3)),
@@ -122,7 +122,8 @@ def solved_table(obs_dim: int = 39, action_dim: int = 4, num_tasks: int = 10,
 
 def format_report(obs_ref: int = 12, obs_v3: int = 39) -> str:
     """The text ``python -m ptsl.tools.counting`` prints."""
-    lines = [f"Parameter counts, MT10 (N=10), obs_dim={obs_ref}, action_dim=4 (reference doc 5.6):"]
+    lines = [f"Parameter counts, MT10 (N=10), obs_dim={obs_ref}, action_dim=4 "
+             "(reference 5.6 in docs/reference.md):"]
     for label, e, n in reference_table(obs_ref):
         pal = f" P={e.pal_dim}" if e.pal_dim is not None else ""
         lines.append(f"  {label:<34} H={e.hidden_dim:<4} L={e.num_layers}{pal:<6} {n:>10,}")

@@ -1,4 +1,4 @@
-"""CARE's mixture-of-encoders (reference doc 4.1; mtrl ``MixtureofExpertsEncoder`` with
+"""CARE's mixture-of-encoders (reference 4.1; mtrl ``MixtureofExpertsEncoder`` with
 ``AttentionBasedExperts``).
 
 ``num_experts`` state encoders, each Linear(obs->50) -> ReLU -> Linear(50->50), are all
@@ -39,7 +39,7 @@ class ExpertEncoders(nn.Module):
 class AttentionGate(nn.Module):
     """Soft attention over experts from the task encoding: ``softmax(mlp(enc) / temperature)``.
 
-    Reference quirk Q8 (second half): the reference's ``should_detach_task_encoding`` key is
+    Reference Q8 (second half): the reference's ``should_detach_task_encoding`` key is
     misspelt in its config, so the gate input is *not* detached; neither is it here. In the
     critic this lets the critic loss train the task encoder through the gate too.
     """
@@ -61,7 +61,7 @@ class CAREEncoder(nn.Module):
 
     Pass ``experts`` to tie this encoder's experts to another encoder's (the actor's experts
     are the critic's Parameter objects, reference ``copy_conv_weights_from``). The gate is never
-    shared: reference quirk Q8, the actor's attention MLP is untied and, since the actor
+    shared: reference Q8, the actor's attention MLP is untied and, since the actor
     optimiser holds only the actor trunk, stays at its initial values for the whole run.
 
     The reference detaches only the expert outputs when ``detach=True`` (the gate keeps its

@@ -1,4 +1,4 @@
-"""PTSL's projected task-specific layers (reference doc 5; PTSL ``pal_layer.py`` and
+"""PTSL's projected task-specific layers (reference 5; PTSL ``pal_layer.py`` and
 ``moe_layer.FeedForwardPAL``).
 
 One PAL layer computes ``act(S x + b  +  U((D x) W_t + c_t))`` with a shared Linear ``S``, shared
@@ -47,7 +47,7 @@ class PALOutput(NamedTuple):
 
 
 class ResidualMix(nn.Module):
-    """How a layer's low-rank input mixes in the previous layer's (doc 5.4).
+    """How a layer's low-rank input mixes in the previous layer's (reference 5.4).
 
     ``sum``: ``Dx + z_prev + y_prev``; ``linear``: ``a0 Dx + a1 z_prev + a2 y_prev`` with one
     learnable ``a`` (init 1/3 each) per network; ``project``: ``R [Dx; z_prev; y_prev]`` with
@@ -178,7 +178,7 @@ class FeedForwardPAL(nn.Module):
 
     def _check_residual_dims(self, in_dim: int) -> None:
         # The residual sums P-dim vectors of consecutive layers, so every layer must project
-        # down and every non-final layer must keep its task output in P (reference doc 5.4).
+        # down and every non-final layer must keep its task output in P (reference 5.4).
         p = self.pal_dim
         for i, layer in enumerate(self.layers):
             final = i == len(self.layers) - 1

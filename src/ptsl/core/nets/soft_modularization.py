@@ -1,4 +1,4 @@
-"""Soft Modularization as mtrl implements it (reference doc 3;
+"""Soft Modularization as mtrl implements it (reference 3;
 mtrl ``soft_modularization.py`` and ``moe_layer.Linear``).
 
 Pieces: the feed-forward state encoder, the routing network, the soft-modularized trunk of
@@ -74,7 +74,7 @@ class SoftModularizedMLP(nn.Module):
     last layer's modules. Routing reads ``trunk input * task_encoding``, so the trunk input
     width must equal the task-encoding width (50).
 
-    Reference quirk Q7 kept by the builders: mtrl hard-codes ``num_layers=2`` for the actor and
+    Reference Q7 kept by the builders: mtrl hard-codes ``num_layers=2`` for the actor and
     critic trunks whatever ``agent.actor.num_layers`` says.
     """
 

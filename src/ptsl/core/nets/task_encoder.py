@@ -1,4 +1,4 @@
-"""Task encoders (reference doc 4.2) and the pretrained task-description embeddings (doc 7).
+"""Task encoders (reference 4.2) and the pretrained task-description embeddings (reference 7).
 
 Two variants, both ending in the same trunk ``build_mlp(50, 50, 50, 2)``:
 

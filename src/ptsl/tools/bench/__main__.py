@@ -5,7 +5,9 @@ environment throughput (raw Meta-World on one core, the MT10/MT50 vector environ
 async, collection with the policy in the loop); the GEMM rate and each update's FLOPs against
 that floor; updates per second at paper size for every method (eager, and on CUDA captured)
 beside Stable-Baselines3's SAC step; the real training loop end to end on MT10; on CUDA, several
-runs sharing one GPU. Prints a table and writes JSON to ``reports/bench/<device>.json``.
+runs sharing one GPU. Prints a table and writes JSON to ``reports/bench/<device>.json``,
+rewritten as each section finishes: a section that fails (named in the file and in the last line,
+exit status 1) leaves the others' figures on disk.
 """
 
 from __future__ import annotations
@@ -22,7 +24,6 @@ from typing import Any
 import torch
 
 from ...core.envs import load_tasks
-from ...core.files import write_json
 from ...core.runtime import Runtime, precision
 from ...ops.params import load_params
 from ...ops.paths import TASK_CACHE
@@ -30,7 +31,9 @@ from ...ops.stage import run_stage
 from .envs import measure_envs
 from .gpu import measure_sharing
 from .loop import measure_loop
-from .report import REFERENCE_ENV_STEPS_PER_S, costs, targets
+from .record import SECTIONS, Record, parse_only
+from .report import costs, targets
+from .table import print_head, print_section, print_summary
 from .updates import measure_updates, method_rows, paper_agent
 
 PACKAGES = ("torch", "numpy", "metaworld", "mujoco", "gymnasium", "stable-baselines3")
@@ -70,60 +73,6 @@ def _versions() -> dict[str, str]:
     return out
 
 
-def _print_table(result: dict[str, Any]) -> None:
-    dev = result["device"]
-    print(f"\nptsl benchmark on {dev.get('gpu', dev['cpu'])} ({dev['type']}, "
-          f"{dev['threads']} torch thread(s)); figures are medians of interleaved rounds")
-    if "envs" in result:
-        print("\nEnvironments                                        env steps/s   of raw")
-        for name, r in result["envs"].items():
-            print(f"  {name:<48} {r['env_steps_per_s']:>10,.0f}   {r['fraction_of_raw']:>5.0%}")
-    if "updates" in result:
-        up = result["updates"]
-        print(f"\nGEMM rate (1280x400 @ 400x400) among the updates: {up['gemm_gflops']:,.1f} "
-              f"GFLOP/s (best round {up['gemm_gflops_best']:,.1f}); floor = the update's "
-              "matrix-multiply FLOPs / this rate")
-        print("\nUpdate at paper size (batch 1280)            updates/s   ms/update  GFLOP  "
-              "floor ms  time/floor")
-        for name, r in up["rows"].items():
-            print(f"  {name:<42} {r['updates_per_s']:>9.2f} {r['ms_per_update']:>11.1f} "
-                  f"{r['gflop_per_update']:>6.2f} {r['floor_ms']:>9.1f} {r['time_over_floor']:>10.2f}")
-        if up.get("sb3_missing"):
-            print(f"  Stable-Baselines3: not measured: {up['sb3_missing']}")
-        print("  Paired ratios (median over rounds of same-round ratios):")
-        for name, value in up["ratios"].items():
-            print(f"  {name}: {value:.2f}x")
-    if "loop" in result:
-        print("\nTraining loop end to end, MT10, paper settings   vector steps/s  env steps/s  "
-              "x reference")
-        for name, r in result["loop"].items():
-            print(f"  {name:<46} {r['vector_steps_per_s']:>12.1f} {r['env_steps_per_s']:>12,.0f} "
-                  f"{r['env_steps_per_s'] / REFERENCE_ENV_STEPS_PER_S:>12.2f}")
-    sharing = result.get("gpu_sharing")
-    if sharing:
-        print(f"\nRuns sharing one GPU (MT-SAC, captured update, {sharing['mps_note']})")
-        print(f"  {'':<44} aggregate updates/s   per run")
-        for n, r in sharing["runs"].items():
-            print(f"  {n} run(s){'':<36} {r['aggregate_updates_per_s']:>12,.0f} "
-                  f"{r['per_run_updates_per_s']:>10,.0f}")
-    else:
-        print("\nRuns sharing one GPU: not measured (no CUDA device)")
-    c = result.get("costs")
-    if c:
-        print("\nCost on this machine, one run at a time")
-        for name, hours in c["run_200k_mt10_hours"].items():
-            print(f"  200k MT10 run, {name:<38} {hours:>8.1f} h")
-        print(f"  the paper's grid ({c['grid_training_stages']} training stages)"
-              f"{'':<15} {c['grid_hours_one_at_a_time']:>8.0f} h")
-        shared = c.get("grid_hours_shared")
-        print(f"  the same grid, {c.get('shared_runs', 8)} runs sharing the GPU{'':<18} "
-              + (f"{shared:>8.0f} h" if shared is not None else "not measured (no CUDA device)"))
-    print("\nTargets")
-    for t in result["targets"]:
-        value = "—" if t["value"] is None else f"{t['value']:,.2f}"
-        print(f"  [{t['status']:^12}] {t['target']}: {value} (goal {t['goal']})")
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(prog="python -m ptsl.tools.bench", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -139,16 +88,13 @@ def main() -> None:
     ap.add_argument("--loop-steps", type=int, default=None,
                     help="measured vector steps of the end-to-end loop (default: 40 on CPU, 600 "
                          "on CUDA)")
-    ap.add_argument("--only", default="envs,updates,loop,gpu",
-                    help="comma-separated sections to run (envs, updates, loop, gpu)")
+    ap.add_argument("--only", default=",".join(SECTIONS),
+                    help="comma-separated sections to run, in the benchmark's order "
+                         f"({', '.join(SECTIONS)}; default: all)")
     ap.add_argument("--quick", action="store_true",
                     help="a smoke run: MT10 only, one round, few steps (figures are rough)")
     args = ap.parse_args()
-    sections = {s.strip() for s in args.only.split(",") if s.strip()}
-    unknown = sections - {"envs", "updates", "loop", "gpu"}
-    if unknown:
-        raise SystemExit(f"error: --only: unknown section {sorted(unknown)[0]!r}; allowed: "
-                         "envs, updates, loop, gpu")
+    sections = parse_only(args.only)
     runtime = Runtime.from_env()
     device = runtime.torch_device()
     threads = args.threads or runtime.threads or (1 if device.type == "cpu" else 0)
@@ -165,14 +111,9 @@ def main() -> None:
     def progress(msg: str) -> None:
         print(f"  [{time.perf_counter() - started:6.0f} s] {msg}", file=sys.stderr, flush=True)
 
-    result: dict[str, Any] = {"device": _device_info(device), "versions": _versions(),
-                              "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
-                              "quick": args.quick, "rounds": rounds,
-                              "methods": {m: label for m, (label, _) in
-                                          method_rows(params).items()}}
     mt10 = load_tasks("mt10", 1, TASK_CACHE)
-    if "envs" in sections:
-        progress("environments")
+
+    def envs() -> dict[str, Any]:
         policy_agent = paper_agent(params, "mt10_mtsac", mt10.names, device)
 
         def policy_factory(num_tasks: int):
@@ -181,31 +122,49 @@ def main() -> None:
             task_ids = np.arange(num_tasks)
             return lambda obs: policy_agent.act(obs, task_ids, deterministic=False)
 
-        result["envs"] = measure_envs(params.env, TASK_CACHE, rounds=rounds, quick=args.quick,
-                                      policy_factory=policy_factory, progress=progress)
-    if "updates" in sections:
-        progress("updates")
-        result["updates"] = measure_updates(params, mt10.names, device, rounds=rounds,
-                                            updates=updates, progress=progress)
-    if "loop" in sections:
+        return measure_envs(params.env, TASK_CACHE, rounds=rounds, quick=args.quick,
+                            policy_factory=policy_factory, progress=progress)
+
+    def update_rows() -> dict[str, Any]:
+        return measure_updates(params, mt10.names, device, rounds=rounds, updates=updates,
+                               progress=progress)
+
+    def loop() -> dict[str, Any]:
         # --quick: a smoke run of the loop's measurement on MT-SAC (every method's loop runs in
         # the pipeline's tests); the full run measures every method.
-        result["loop"] = measure_loop(params, runtime, TASK_CACHE, warmup=2 if args.quick else 10,
-                                      measured=loop_steps, progress=progress,
-                                      only=("mtsac",) if args.quick else None)
-    if "gpu" in sections and cuda:
-        progress("runs sharing one GPU")
-        result["gpu_sharing"] = measure_sharing(args.params, mt10.names,
-                                                runs=(1, 2) if args.quick else (1, 2, 4, 8),
-                                                seconds=3.0 if args.quick else 10.0)
-    result["targets"] = targets(result)
-    result["costs"] = costs(result, Path(args.params))
-    result["wall_seconds"] = round(time.perf_counter() - started, 1)
-    _print_table(result)
-    name = "cuda" if cuda else "cpu"
-    out = Path(args.out) / f"{name}{'-quick' if args.quick else ''}.json"
-    write_json(out, result)
-    print(f"\nwritten: {out} ({result['wall_seconds']:.0f} s)")
+        return measure_loop(params, runtime, TASK_CACHE, warmup=2 if args.quick else 10,
+                            measured=loop_steps, progress=progress,
+                            only=("mtsac",) if args.quick else None)
+
+    def sharing() -> dict[str, Any]:
+        return measure_sharing(args.params, mt10.names,
+                               runs=(1, 2) if args.quick else (1, 2, 4, 8),
+                               seconds=3.0 if args.quick else 10.0)
+
+    measures = {"envs": envs, "updates": update_rows, "loop": loop, "gpu": sharing}
+    out = Path(args.out) / f"{'cuda' if cuda else 'cpu'}{'-quick' if args.quick else ''}.json"
+    record = Record(out, {"device": _device_info(device), "versions": _versions(),
+                          "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+                          "quick": args.quick, "rounds": rounds, "only": list(sections),
+                          "methods": {m: label for m, (label, _) in
+                                      method_rows(params).items()}},
+                    summarise=lambda result: {"targets": targets(result),
+                                              "costs": costs(result, Path(args.params))})
+    print_head(record.result)
+    for name in sections:
+        if name == "gpu" and not cuda:
+            record.skip(name, "no CUDA device")
+        else:
+            progress(f"section {name}")
+            record.run(name, measures[name])
+        print_section(name, record.result)
+    print_summary(record.result)
+    print(f"\nwritten: {out} ({record.result['wall_seconds']:.0f} s)")
+    failed = record.failures()
+    if failed:
+        raise SystemExit("error: benchmark section(s) failed: "
+                         + "; ".join(f"{name}: {why}" for name, why in failed.items())
+                         + f"; what the others measured is in {out}")
 
 
 if __name__ == "__main__":

@@ -1,19 +1,26 @@
 """Several runs sharing one GPU: aggregate updates per second with 1, 2, 4 and 8 processes,
 each replaying the captured update of an MT-SAC agent at paper size (what a training stage runs
 on CUDA), under NVIDIA MPS when its control program is there (as ``python -m ptsl.ops.grid
---mps`` runs stages), else time-sliced."""
+--mps`` runs stages), else time-sliced. A worker that dies or does not report ends the section at
+once, naming it; the counts measured before it are kept (:mod:`.workers`)."""
 
 from __future__ import annotations
 
-import multiprocessing as mp
 import os
 import time
 from pathlib import Path
 from typing import Any
 
+from .record import SectionFailed
+from .workers import SPAWN, WorkerFailed, run_workers
 
-def _worker(params_path: str, task_names: tuple[str, ...], seconds: float, barrier: Any,
-            out: Any) -> None:
+#: Seconds a worker may take to start, build its agent and capture its update (several CUDA
+#: contexts start at once under MPS), on top of the measured seconds.
+STARTUP_S = 180.0
+
+
+def _worker(params_path: str, task_names: tuple[str, ...], seconds: float,
+            barrier: Any) -> float:
     import torch
 
     from ...ops.params import load_params
@@ -24,21 +31,22 @@ def _worker(params_path: str, task_names: tuple[str, ...], seconds: float, barri
     for _ in range(20):  # warm-up and capture
         step()
     torch.cuda.synchronize()
-    barrier.wait()
+    barrier.wait(STARTUP_S)
     t0, n = time.perf_counter(), 0
     while time.perf_counter() - t0 < seconds:
         for _ in range(10):
             step()
             n += 1
         torch.cuda.synchronize()
-    out.put(n / (time.perf_counter() - t0))
+    return n / (time.perf_counter() - t0)
 
 
 def measure_sharing(params_path: str, task_names: tuple[str, ...],
                     runs: tuple[int, ...] = (1, 2, 4, 8), seconds: float = 10.0,
                     log_dir: Path = Path(".scratch/bench/mps-log")) -> dict[str, Any]:
     """Aggregate and per-run updates per second for each number of concurrent runs; ``mps``
-    says whether they ran under MPS (a daemon this call started is quit at its end)."""
+    says whether they ran under MPS (a daemon this call started is quit at its end). A failed
+    worker raises :class:`SectionFailed` holding the counts measured before it."""
     from ...ops.mps import MpsDaemon, MpsError, control_program
 
     try:
@@ -46,23 +54,20 @@ def measure_sharing(params_path: str, task_names: tuple[str, ...],
         daemon: MpsDaemon | None = MpsDaemon.for_node(log_dir)
     except MpsError as exc:
         daemon, why = None, str(exc)
-    ctx = mp.get_context("spawn")
     rows: dict[str, Any] = {}
+    failure: str | None = None
     saved = dict(os.environ)
     try:
         if daemon is not None:
             daemon.start()
             os.environ.update(daemon.env())  # the spawned workers inherit it
         for n in runs:
-            barrier, out = ctx.Barrier(n), ctx.Queue()
-            procs = [ctx.Process(target=_worker,
-                                 args=(params_path, task_names, seconds, barrier, out))
-                     for _ in range(n)]
-            for p in procs:
-                p.start()
-            rates = [out.get(timeout=600) for _ in procs]
-            for p in procs:
-                p.join()
+            try:
+                rates = run_workers(_worker, (params_path, task_names, seconds, SPAWN.Barrier(n)),
+                                    n, timeout=STARTUP_S + seconds)
+            except WorkerFailed as exc:  # more runs would meet the same cause: stop here
+                failure = f"{n} run(s) sharing the GPU: {exc}"
+                break
             rows[str(n)] = {"aggregate_updates_per_s": sum(rates),
                             "per_run_updates_per_s": sum(rates) / n}
     finally:
@@ -70,5 +75,8 @@ def measure_sharing(params_path: str, task_names: tuple[str, ...],
         os.environ.update(saved)
         if daemon is not None:
             daemon.stop()
-    return {"runs": rows, "mps": daemon is not None,
-            "mps_note": "under MPS" if daemon is not None else f"without MPS: {why}"}
+    result = {"runs": rows, "mps": daemon is not None,
+              "mps_note": "under MPS" if daemon is not None else f"without MPS: {why}"}
+    if failure is not None:
+        raise SectionFailed(failure, result)
+    return result

@@ -33,7 +33,9 @@ def targets(result: dict[str, Any]) -> list[dict[str, Any]]:
     add("GPU: MT-SAC update at paper size, captured (ms)",
         None if captured is None else captured["ms_per_update"], "<= 2.0",
         None if captured is None else captured["ms_per_update"] <= 2.0)
-    ratio = ratios.get("MT-SAC over Stable-Baselines3")
+    # The path the training loop takes: captured on CUDA, eager on CPU.
+    ratio = ratios.get("MT-SAC captured over Stable-Baselines3",
+                       ratios.get("MT-SAC eager over Stable-Baselines3"))
     add("MT-SAC update vs Stable-Baselines3 (speed-up)", ratio, ">= 1.1x",
         None if ratio is None else ratio >= 1.1)
     if mtsac:

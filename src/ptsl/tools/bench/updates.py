@@ -5,6 +5,7 @@ networks, against the GEMM floor."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -17,7 +18,7 @@ from ...core.buffer import ReplayBuffer
 from ...core.builders import Shapes, build_agent
 from ...core.methods import METHODS
 from ...ops.params import Params, run_config
-from .timing import Work, interleave
+from .timing import Rates, Work, interleave
 
 PAPER_BATCH = 1280
 #: Rows of random transitions in every contender's replay buffer (host, device, SB3's).
@@ -165,57 +166,99 @@ def sb3_step(device: torch.device, buffer_size: int = BUFFER_ROWS) -> tuple[Work
     return work, int(counter.get_total_flops()), f"stable-baselines3 {stable_baselines3.__version__}"
 
 
+@dataclass(frozen=True)
+class Contender:
+    """One row of the update table: its timed work, the matrix-multiply FLOPs it performs per
+    update, and the FLOPs the update needs (the floor's numerator)."""
+
+    name: str
+    work: Work
+    flops: int
+    needed_flops: int
+
+
+def eager_row(agent: MultiTaskSAC, label: str, buffer: ReplayBuffer, device: torch.device,
+              updates: int, seed: int) -> Contender:
+    """The agent's update run eagerly on batches drawn on the host: what the training loop runs
+    on CPU."""
+    flops = update_flops(agent, buffer, device)
+    return Contender(f"{label} | eager", _update_work(agent, buffer, device, updates, seed),
+                     flops, flops)
+
+
+def captured_row(params: Params, experiment: str, label: str, task_names: tuple[str, ...],
+                 device: torch.device, updates: int, flops: int) -> Contender:
+    """What the training loop runs on CUDA: the static step replayed as a CUDA graph (its FLOPs
+    are the eager update's; a captured graph cannot be counted)."""
+    step = captured_update(params, experiment, task_names, device)
+    return Contender(f"{label} | captured", _captured_work(step, device, updates), flops, flops)
+
+
+SB3 = "Stable-Baselines3 SAC 400x3"
+
+
+def sb3_row(device: torch.device, updates: int) -> tuple[Contender | None, str]:
+    """Stable-Baselines3's training step (its own FLOPs are its floor), and a note: its version,
+    or why it is not measured."""
+    work, flops, note = sb3_step(device)
+    if work is None:
+        return None, note
+    return Contender(SB3, lambda: work(updates), flops, flops), note
+
+
 def measure_updates(params: Params, task_names: tuple[str, ...], device: torch.device, *,
                     rounds: int, updates: int,
                     progress: Callable[[str], None] | None = None) -> dict[str, Any]:
-    """Updates per second of every method (eager, and on CUDA captured), and SB3's step,
-    interleaved with the GEMM rate that gives each its floor."""
+    """Updates per second of every method's contenders (eager, and on CUDA captured) and SB3's
+    step, interleaved with the GEMM rate that gives each its floor."""
     buffer = random_buffer(len(task_names))
-    contenders: dict[str, Work] = {GEMM: gemm_work(device)}
-    flops: dict[str, int] = {}
     rows_of = method_rows(params)
+    contenders: list[Contender] = []
     for label, exp in rows_of.values():
-        agent = paper_agent(params, exp, task_names, device)
-        name = f"{label} | eager"
-        flops[name] = update_flops(agent, buffer, device)
-        contenders[name] = _update_work(agent, buffer, device, updates, seed=len(contenders))
-        if device.type == "cuda":  # what the training loop runs there
-            name = f"{label} | captured"
-            flops[name] = flops[f"{label} | eager"]
-            contenders[name] = _captured_work(captured_update(params, exp, task_names, device),
-                                              device, updates)
-    sb3_work, sb3_flops, sb3_note = sb3_step(device)
-    sb3_name = "Stable-Baselines3 SAC 400x3"
-    if sb3_work is not None:
-        contenders[sb3_name] = lambda: sb3_work(updates)
-        flops[sb3_name] = sb3_flops
-    rates = interleave(contenders, rounds, progress=progress)
+        eager = eager_row(paper_agent(params, exp, task_names, device), label, buffer, device,
+                          updates, seed=len(contenders))
+        contenders.append(eager)
+        if device.type == "cuda":
+            contenders.append(captured_row(params, exp, label, task_names, device, updates,
+                                           eager.flops))
+    sb3, sb3_note = sb3_row(device, updates)
+    if sb3 is not None:
+        contenders.append(sb3)
+    works: dict[str, Work] = {GEMM: gemm_work(device)}
+    works.update({c.name: c.work for c in contenders})
+    rates = interleave(works, rounds, progress=progress)
     gemm_flops_per_s = rates.median(GEMM)
     rows = {}
-    for name in contenders:
-        if name == GEMM:
-            continue
-        ups = rates.median(name)
-        # Time over floor = GEMM rate / (FLOPs x update rate), paired within each round.
-        needed = flops[name]
-        rows[name] = {"updates_per_s": ups, "ms_per_update": 1000.0 / ups,
-                      "gflop_per_update": flops[name] / 1e9,
-                      "floor_ms": 1000.0 * needed / gemm_flops_per_s,
-                      "time_over_floor": rates.ratio(GEMM, name) / needed}
-    # The path the training loop takes on this device: captured on CUDA, eager on CPU.
-    best = "captured" if device.type == "cuda" else "eager"
-    runs = {label: f"{label} | {best}" for label, _ in rows_of.values()}
-    mtsac = runs[rows_of["mtsac"][0]]
-    ratios = {}
-    if device.type == "cuda":
-        ratios.update({f"{label}: captured over eager": rates.ratio(f"{label} | captured",
-                                                                    f"{label} | eager")
-                       for label in runs})
-    ratios.update({f"{label}: time over MT-SAC's ({best})": rates.ratio(mtsac, name)
-                   for label, name in runs.items() if name != mtsac})
-    if sb3_work is not None:
-        ratios["MT-SAC over Stable-Baselines3"] = rates.ratio(mtsac, sb3_name)
-    return {"rows": rows, "ratios": ratios, "gemm_gflops": gemm_flops_per_s / 1e9,
+    for c in contenders:
+        ups = rates.median(c.name)
+        # Time over floor = GEMM rate / (FLOPs needed x update rate), paired within each round.
+        rows[c.name] = {"updates_per_s": ups, "ms_per_update": 1000.0 / ups,
+                        "gflop_per_update": c.flops / 1e9,
+                        "floor_ms": 1000.0 * c.needed_flops / gemm_flops_per_s,
+                        "time_over_floor": rates.ratio(GEMM, c.name) / c.needed_flops}
+    return {"rows": rows, "ratios": _ratios(rates, rows_of, device, sb3 is not None),
+            "gemm_gflops": gemm_flops_per_s / 1e9,
             "gemm_gflops_best": rates.best(GEMM) / 1e9,
-            "sb3": sb3_note if sb3_work is not None else None,
-            "sb3_missing": None if sb3_work is not None else sb3_note}
+            "sb3": sb3_note if sb3 is not None else None,
+            "sb3_missing": None if sb3 is not None else sb3_note}
+
+
+def _ratios(rates: Rates, rows_of: dict[str, tuple[str, str]], device: torch.device,
+            with_sb3: bool) -> dict[str, float]:
+    """The paired ratios the table prints: each path over the one before it, every method over
+    MT-SAC on the path the training loop takes here, MT-SAC over Stable-Baselines3."""
+    best = "captured" if device.type == "cuda" else "eager"  # the training loop's path here
+    ratios = {}
+    for label, _ in rows_of.values():
+        for a, b in (("captured", "eager"),):
+            if f"{label} | {a}" in rates.samples and f"{label} | {b}" in rates.samples:
+                ratios[f"{label}: {a} over {b}"] = rates.ratio(f"{label} | {a}", f"{label} | {b}")
+    mtsac = f"{rows_of['mtsac'][0]} | {best}"
+    ratios.update({f"{label}: time over MT-SAC's ({best})": rates.ratio(mtsac, f"{label} | {best}")
+                   for label, _ in rows_of.values() if f"{label} | {best}" != mtsac})
+    if with_sb3:
+        for path in ("captured", "eager"):
+            if f"{rows_of['mtsac'][0]} | {path}" in rates.samples:
+                ratios[f"MT-SAC {path} over Stable-Baselines3"] = rates.ratio(
+                    f"{rows_of['mtsac'][0]} | {path}", SB3)
+    return ratios
