@@ -49,7 +49,10 @@ class TaskIndex:
         n, counts = self.num_tasks, self._counts
         # Contiguous operands: autograd then keeps the backward products feature-major too.
         columns = z.index_select(0, self._order).t().contiguous().split(counts, dim=1)
-        weight_t, bias_t = weight.transpose(1, 2).contiguous(), bias.unsqueeze(2)
+        # One slice per task by unbind, whose backward stacks the slices' gradients once;
+        # indexing weight_t[t] would add a zero-filled copy of the whole weight per task.
+        weight_t = weight.transpose(1, 2).contiguous().unbind(0)
+        bias_t = bias.unsqueeze(2).unbind(0)
         y_t = torch.cat([torch.addmm(bias_t[t], weight_t[t], columns[t])
                          for t in range(n) if counts[t]], dim=1)
         # Back to the batch's row order; index_copy's backward is a cheap index_select.
