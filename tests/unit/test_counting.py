@@ -82,3 +82,18 @@ def test_params_yaml_hidden_sizes_are_the_solved_ones(raw_params):
         assert solve_hidden_dim(exp, target, OBS_DIM, ACTION_DIM, n) == exp.hidden_dim, name
         checked += 1
     assert checked >= 4
+
+
+def test_the_reference_mt50_sizes_match_care_at_its_observation_and_are_solved_again():
+    """The reference's MT50 sizes (CARE+PTSL 274x3 P32 and 331x2 P42, MT-SAC+PTSL 325x3 P32)
+    are the solver's answers for CARE's MT50 count at 12 dims; at 39 dims the matched rows of
+    params.yaml take the solver's answers there (300 for MT-SAC+PTSL)."""
+    from ptsl.tools.counting import REFERENCE_MT50_SETTINGS, care_count, solved_table
+
+    target = care_count("mt50", 12)
+    for label, fields in REFERENCE_MT50_SETTINGS[1:]:
+        exp = ExperimentConfig(benchmark="mt50", **fields)
+        assert solve_hidden_dim(exp, target, 12, 4, 50) == fields["hidden_dim"], label
+    mt50 = {label: h for label, bench, h, _, _ in solved_table(39) if bench == "mt50"}
+    assert mt50 == {"CARE+PTSL, L=3, P=32": 274, "CARE+PTSL 2 layers, P=42": 331,
+                    "MT-SAC+PTSL, L=3, P=32": 300}

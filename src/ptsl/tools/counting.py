@@ -6,8 +6,9 @@ excluded. Counts are taken from built networks
 (:meth:`ptsl.core.agent.MultiTaskSAC.parameter_count`), not from a formula, so they follow the
 architecture actually trained.
 
-``python -m ptsl.tools.counting`` prints the doc-5.6 table at the reference's 12-dim observation
-and the hidden sizes that match CARE's count at the 39-dim observation of Meta-World v3.
+``python -m ptsl.tools.counting`` prints the table of reference 5.6 (MT10) and the reference's
+MT50 sizes at its 12-dim observation, and the hidden sizes that match CARE's count at the 39-dim
+observation of Meta-World v3 on MT10 and MT50.
 """
 
 from __future__ import annotations
@@ -86,51 +87,80 @@ def _exp(fields: dict[str, object], benchmark: str = "mt10") -> ExperimentConfig
 
 def reference_table(obs_dim: int = 12, action_dim: int = 4, num_tasks: int = 10
                     ) -> list[tuple[str, ExperimentConfig, int]]:
-    """(label, experiment, count) for every doc-5.6 MT10 setting at ``obs_dim``."""
+    """(label, experiment, count) for every MT10 setting of reference 5.6 at ``obs_dim``."""
     return [(label, e, count_parameters(e, obs_dim, action_dim, num_tasks))
             for label, fields in REFERENCE_SETTINGS for e in (_exp(fields),)]
 
 
-#: Settings whose hidden size is solved to match CARE: (label, fields without hidden_dim).
-SOLVED_SETTINGS: tuple[tuple[str, dict[str, object]], ...] = (
-    ("CARE+PTSL shared none/sum, L=3", dict(method="care_ptsl", num_layers=3, pal_dim=50)),
-    ("CARE+PTSL linear residual, L=3", dict(method="care_ptsl", num_layers=3, pal_dim=50,
-                                            residual_mode="linear")),
-    ("CARE+PTSL project residual, L=3", dict(method="care_ptsl", num_layers=3, pal_dim=50,
-                                             residual_mode="project")),
-    ("CARE+PTSL 2 layers, shared", dict(method="care_ptsl", num_layers=2, pal_dim=50)),
-    ("CARE+PTSL 2 layers, independent", dict(method="care_ptsl", num_layers=2, pal_dim=50,
-                                             shared_projection=False)),
-    ("MT-SAC+PTSL, L=3", dict(method="sac_ptsl", num_layers=3, pal_dim=50)),
+#: The reference's MT50 settings (its README and configs): sizes chosen to match CARE's count at
+#: the 12-dim observation, as the MT10 ones of reference 5.6.
+REFERENCE_MT50_SETTINGS: tuple[tuple[str, dict[str, object]], ...] = (
+    ("CARE", dict(method="care", hidden_dim=400, num_layers=3)),
+    ("CARE+PTSL", dict(method="care_ptsl", hidden_dim=274, num_layers=3, pal_dim=32)),
+    ("CARE+PTSL 2 layers", dict(method="care_ptsl", hidden_dim=331, num_layers=2, pal_dim=42)),
+    ("MT-SAC+PTSL", dict(method="sac_ptsl", hidden_dim=325, num_layers=3, pal_dim=32)),
 )
 
+#: Settings whose hidden size is solved to match CARE (400x3) of their benchmark:
+#: (label, benchmark, fields without hidden_dim).
+SOLVED_SETTINGS: tuple[tuple[str, str, dict[str, object]], ...] = (
+    ("CARE+PTSL shared none/sum, L=3", "mt10", dict(method="care_ptsl", num_layers=3,
+                                                    pal_dim=50)),
+    ("CARE+PTSL linear residual, L=3", "mt10", dict(method="care_ptsl", num_layers=3,
+                                                    pal_dim=50, residual_mode="linear")),
+    ("CARE+PTSL project residual, L=3", "mt10", dict(method="care_ptsl", num_layers=3,
+                                                     pal_dim=50, residual_mode="project")),
+    ("CARE+PTSL 2 layers, shared", "mt10", dict(method="care_ptsl", num_layers=2, pal_dim=50)),
+    ("CARE+PTSL 2 layers, independent", "mt10", dict(method="care_ptsl", num_layers=2,
+                                                     pal_dim=50, shared_projection=False)),
+    ("MT-SAC+PTSL, L=3", "mt10", dict(method="sac_ptsl", num_layers=3, pal_dim=50)),
+    ("CARE+PTSL, L=3, P=32", "mt50", dict(method="care_ptsl", num_layers=3, pal_dim=32)),
+    ("CARE+PTSL 2 layers, P=42", "mt50", dict(method="care_ptsl", num_layers=2, pal_dim=42)),
+    ("MT-SAC+PTSL, L=3, P=32", "mt50", dict(method="sac_ptsl", num_layers=3, pal_dim=32)),
+)
+#: Tasks of each benchmark the solved settings belong to.
+NUM_TASKS = {"mt10": 10, "mt50": 50}
 
-def solved_table(obs_dim: int = 39, action_dim: int = 4, num_tasks: int = 10,
-                 care_hidden: int = 400, care_layers: int = 3
-                 ) -> tuple[int, list[tuple[str, int, int]]]:
-    """CARE's count at ``obs_dim`` and, per setting, (label, solved hidden_dim, its count)."""
-    target = count_parameters(_exp(dict(method="care", hidden_dim=care_hidden,
-                                        num_layers=care_layers)), obs_dim, action_dim, num_tasks)
+
+def care_count(benchmark: str, obs_dim: int, action_dim: int = 4) -> int:
+    """CARE 400x3's count on ``benchmark``: the target the matched sizes are solved for."""
+    return count_parameters(_exp(dict(method="care", hidden_dim=400, num_layers=3), benchmark),
+                            obs_dim, action_dim, NUM_TASKS[benchmark])
+
+
+def solved_table(obs_dim: int = 39, action_dim: int = 4
+                 ) -> list[tuple[str, str, int, int, int]]:
+    """Per setting: (label, benchmark, solved hidden_dim, its count, CARE's count)."""
     rows = []
-    for label, fields in SOLVED_SETTINGS:
-        e = _exp(dict(fields, hidden_dim=care_hidden))
-        h = solve_hidden_dim(e, target, obs_dim, action_dim, num_tasks)
-        rows.append((label, h, count_parameters(e.model_copy(update={"hidden_dim": h}), obs_dim,
-                                                action_dim, num_tasks)))
-    return target, rows
+    for label, benchmark, fields in SOLVED_SETTINGS:
+        target, n = care_count(benchmark, obs_dim, action_dim), NUM_TASKS[benchmark]
+        e = _exp(dict(fields, hidden_dim=400), benchmark)
+        h = solve_hidden_dim(e, target, obs_dim, action_dim, n)
+        rows.append((label, benchmark, h, count_parameters(
+            e.model_copy(update={"hidden_dim": h}), obs_dim, action_dim, n), target))
+    return rows
 
 
 def format_report(obs_ref: int = 12, obs_v3: int = 39) -> str:
     """The text ``python -m ptsl.tools.counting`` prints."""
+    def line(label: str, e: ExperimentConfig, n: int) -> str:
+        pal = f" P={e.pal_dim}" if e.pal_dim is not None else ""
+        return f"  {label:<34} H={e.hidden_dim:<4} L={e.num_layers}{pal:<6} {n:>10,}"
+
     lines = [f"Parameter counts, MT10 (N=10), obs_dim={obs_ref}, action_dim=4 "
              "(reference 5.6 in docs/reference.md):"]
-    for label, e, n in reference_table(obs_ref):
-        pal = f" P={e.pal_dim}" if e.pal_dim is not None else ""
-        lines.append(f"  {label:<34} H={e.hidden_dim:<4} L={e.num_layers}{pal:<6} {n:>10,}")
-    target, rows = solved_table(obs_v3)
-    lines.append(f"Hidden sizes matching CARE (H=400, L=3) at obs_dim={obs_v3}: target {target:,}")
-    for label, h, n in rows:
-        lines.append(f"  {label:<34} H={h:<4} {n:>10,} ({n - target:+,})")
+    lines += [line(label, e, n) for label, e, n in reference_table(obs_ref)]
+    lines.append(f"Parameter counts, MT50 (N=50), obs_dim={obs_ref}: the reference's MT50 sizes")
+    for label, fields in REFERENCE_MT50_SETTINGS:
+        e = _exp(fields, "mt50")
+        lines.append(line(label, e, count_parameters(e, obs_ref, 4, 50)))
+    rows = solved_table(obs_v3)
+    for benchmark in NUM_TASKS:
+        target = care_count(benchmark, obs_v3)
+        lines.append(f"Hidden sizes matching CARE (H=400, L=3) on {benchmark.upper()} at "
+                     f"obs_dim={obs_v3}: target {target:,}")
+        lines += [f"  {label:<34} H={h:<4} {n:>10,} ({n - target:+,})"
+                  for label, bench, h, n, _ in rows if bench == benchmark]
     return "\n".join(lines)
 
 
