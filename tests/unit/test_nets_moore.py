@@ -12,6 +12,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from ptsl.core.nets.moore import MOOREMLP, gram_schmidt
+from ptsl.core.cuda.task_index import StaticTaskIndex
 from ptsl.core.nets.task_index import TaskIndex
 
 
@@ -204,3 +205,17 @@ def test_same_bits_at_one_and_two_threads(batch):
     y2, g2 = _output_and_grads(net, x, task, 2)
     assert torch.equal(y1, y2)
     assert all(torch.equal(a, b) for a, b in zip(g1, g2))
+
+
+def test_static_formulation_gives_the_same_values():
+    """Every per-task selection goes through the TaskIndex, so the static-shape one a CUDA graph
+    needs applies as it is: the same outputs, gradients equal to float rounding."""
+    net = _net(in_dim=39, hidden=64, out=8, tasks=10, experts=4)
+    g = torch.Generator().manual_seed(6)
+    x = torch.randn(256, 39, generator=g)
+    ids = torch.randint(0, 10, (256,), generator=g)
+    y_cpu, g_cpu = _output_and_grads(net, x, TaskIndex(ids, 10), 2)
+    y_static, g_static = _output_and_grads(net, x, StaticTaskIndex(ids, 10), 2)
+    torch.testing.assert_close(y_static, y_cpu, rtol=1e-5, atol=1e-5)
+    for a, b in zip(g_static, g_cpu):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
