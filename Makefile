@@ -39,14 +39,20 @@ budget-%: install
 	python -m ptsl.ops.budget $*
 
 # Everything CI checks, on every core (pytest-xdist): about 11 minutes on 2 cores after the
-# install; the unit tests alone take about a minute (make test-unit).
+# install; the unit tests alone take about a minute (make test-unit). Under xdist a file's tests
+# stay on one worker (--dist loadfile), so the project a module fixture builds (a DVC pipeline
+# run) is built once; files go out in the order tests/conftest.py gives (slowest first), since
+# xdist's own reorder (most tests first) would leave the long pipelines for the end.
+XDIST := -n auto --dist loadfile --no-loadscope-reorder
+
 test: install
-	pytest -q -n auto tests
+	pytest -q $(XDIST) tests
 
 test-unit: install
-	pytest -q -n auto tests/unit
+	pytest -q $(XDIST) tests/unit
 
-# The captured update on a GPU (skipped on CPU-only machines; also part of `make test` there).
+# The GPU path on a GPU (skipped on CPU-only machines; also part of `make test` there). Plain
+# pytest, no xdist needed: `pytest -m cuda tests/unit/test_cuda.py` does the same.
 test-cuda: install
 	pytest -q -m cuda tests/unit/test_cuda.py
 

@@ -32,13 +32,13 @@ def main() -> None:
 
     check_buildable(cfg.experiment)
     runtime = Runtime.from_env()  # the machine's choices: checked before anything starts
-    device = runtime.torch_device()
+    runtime.apply()  # threads and precision, before the run's record says what they are
     name = run_id(args.exp, args.seed)
     stage = stage_id("train", args.exp, args.seed, stage_group(params, args.exp))
     with start_run("train", name, stage=stage,
                    tags={"experiment": args.exp, "seed": str(args.seed),
                          "method": cfg.experiment.method, "host": machine["host"],
-                         "torch_device": str(device), "fast_path": str(runtime.fast)}) as tracker:
+                         **runtime.describe()}) as tracker:
         tracker.log_params({**cfg.to_dict(), **cfg.headline()})
         result = train(cfg, scratch_dir=RESUME, task_cache=TASK_CACHE, log=tracker,
                        runtime=runtime, keep_checkpoint=True)

@@ -30,10 +30,10 @@ def task_cache(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("tasks")
 
 
-# Under xdist (`-n auto --dist loadfile`) each file goes to one worker, in collection order, the
-# next one to whichever worker is about to run out. Longest first (as measured on a 2-core
-# machine, in seconds): the long pipelines spread over the workers and the short files fill in
-# behind them, instead of one long file running alone at the end.
+# Under xdist (`make test`: `-n auto --dist loadfile`) each file goes to one worker, in
+# collection order, the next one to whichever worker is about to run out. Longest first (as
+# measured on a 2-core machine, in seconds): the long pipelines spread over the workers and the
+# short files fill in behind them, instead of one long file running alone at the end.
 SLOWEST_FIRST = ("test_faults.py",          # 270
                  "test_grid.py",            # 255
                  "test_methods_e2e.py",     # 205

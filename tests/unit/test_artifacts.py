@@ -120,10 +120,10 @@ def test_numpy_state_keeps_its_dtypes(tmp_path):
 def test_resume_checkpoint_from_another_version_is_not_used(tmp_path, monkeypatch, capsys):
     cfg = _cfg()
     ckpt = ResumeCheckpoints(tmp_path, cfg)
-    ckpt.save(5, {"curve": []})
-    assert ckpt.load()["step"] == 5
+    ckpt.save(5, {"curve": [], "device": "cpu"})
+    assert ckpt.load("cpu")["step"] == 5
     monkeypatch.setattr(artifacts, "project_version", lambda: "99.0")
-    assert ckpt.load() is None
+    assert ckpt.load("cpu") is None
     assert "not resuming from this checkpoint, it was made under another ptsl_version: " \
            in capsys.readouterr().err
 
@@ -131,20 +131,20 @@ def test_resume_checkpoint_from_another_version_is_not_used(tmp_path, monkeypatc
 def test_resume_falls_back_to_an_older_checkpoint_when_the_newest_is_corrupt(tmp_path, capsys):
     cfg = _cfg()
     ckpt = ResumeCheckpoints(tmp_path, cfg)
-    ckpt.save(5, {"curve": []})
+    ckpt.save(5, {"curve": [], "device": "cpu"})
     older = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
-    ckpt.save(10, {"curve": []})  # deletes the older one after writing the new one
+    ckpt.save(10, {"curve": [], "device": "cpu"})  # deletes the older one after writing the new one
     for name, data in older.items():  # as if the deletion had not happened (kill)
         (tmp_path / name).write_bytes(data)
     newest = tmp_path / f"t-1-{cfg.key()}-000000010.pt"
     newest.write_bytes(newest.read_bytes()[:100])
-    assert ckpt.load()["step"] == 5
+    assert ckpt.load("cpu")["step"] == 5
     assert "resume checkpoint is unreadable" in capsys.readouterr().err
 
 
 def test_checkpoint_of_another_config_is_named(tmp_path, capsys):
-    ResumeCheckpoints(tmp_path, _cfg()).save(5, {"curve": []})
+    ResumeCheckpoints(tmp_path, _cfg()).save(5, {"curve": [], "device": "cpu"})
     other = _cfg().model_copy(update=dict(train=TrainConfig(steps=20, eval_every=5,
                                                              checkpoint_every=5)))
-    assert ResumeCheckpoints(tmp_path, other).load() is None
+    assert ResumeCheckpoints(tmp_path, other).load("cpu") is None
     assert "is a checkpoint of t-1 under another config" in capsys.readouterr().err

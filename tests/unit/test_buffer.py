@@ -71,10 +71,16 @@ def _fill(buf, rng, n):
 
 
 def test_device_buffer_stores_what_the_host_buffer_stores():
-    """The device-resident buffer (CUDA's fast path), run here on the CPU device: same rows
+    """The device-resident buffer (the GPU path), run here on the CPU device: same rows
     after wrapping around, interchangeable resume state, batches drawn only from stored rows
     and reproducible from its seed."""
-    from ptsl.core.buffer import DeviceReplayBuffer, ReplayBuffer
+    from ptsl.core.buffer import ReplayBuffer
+    from ptsl.core.cuda.buffer import DeviceReplayBuffer, DeviceSampler
+
+    def sample(buf: DeviceReplayBuffer, n: int):
+        idx = torch.zeros(n, dtype=torch.int64)
+        DeviceSampler(buf, buf.generator).draw(idx)
+        return buf.fields(buf.data.index_select(0, idx))
 
     host, dev = ReplayBuffer(50, 5, 2), DeviceReplayBuffer(50, 5, 2, "cpu", seed=3)
     for n in (7, 30, 20):  # 57 rows: wraps around
@@ -85,7 +91,7 @@ def test_device_buffer_stores_what_the_host_buffer_stores():
     for key in ("obs", "action", "reward", "next_obs", "not_done", "task"):
         np.testing.assert_array_equal(ds[key], hs[key], err_msg=key)
         assert ds[key].dtype == hs[key].dtype and ds[key].shape == hs[key].shape, key
-    batch = dev.sample(64)
+    batch = sample(dev, 64)
     assert batch.obs.shape == (64, 5) and batch.reward.shape == (64, 1)
     assert batch.task.dtype == torch.int64 and batch.not_done.shape == (64, 1)
     stored = {tuple(r) for r in hs["obs"].tolist()}
@@ -96,7 +102,7 @@ def test_device_buffer_stores_what_the_host_buffer_stores():
     a, b = DeviceReplayBuffer(50, 5, 2, "cpu", seed=9), DeviceReplayBuffer(50, 5, 2, "cpu", seed=9)
     a.load_state_dict(ds)
     b.load_state_dict(ds)
-    assert torch.equal(a.sample(16).obs, b.sample(16).obs)
+    assert torch.equal(sample(a, 16).obs, sample(b, 16).obs)
     host2 = ReplayBuffer(50, 5, 2)
     host2.load_state_dict(ds)  # and back
     np.testing.assert_array_equal(host2.obs, host.obs)

@@ -196,3 +196,81 @@ def test_validate_runs_first_and_every_other_stage_waits_for_it():
     for name, spec in stages.items():
         if name != "validate":
             assert "data/validated.json" in [str(d) for d in spec["deps"]], name
+
+
+def test_the_gpu_path_is_entered_from_the_loop_only():
+    """core/cuda/ is imported by nothing in the core but the training loop (its one call,
+    ``accelerate``) and itself: the CPU path never meets it."""
+    importers = {path.relative_to(PTSL).as_posix()
+                 for path in (PTSL / "core").rglob("*.py")
+                 if "cuda" not in path.relative_to(PTSL / "core").parts[:1]
+                 and any(m == "ptsl.core.cuda" or m.startswith("ptsl.core.cuda.")
+                         for m in imported_modules(path))}
+    assert importers == {"core/loop.py"}
+
+
+_STEP_TRACE = """
+import sys, threading
+from pathlib import Path
+from ptsl.core.config import EnvConfig, ExperimentConfig, RunConfig, SACConfig, TrainConfig
+from ptsl.core.log import NoLog
+from ptsl.core.loop import Training
+from ptsl.core.persistence import ResumeCheckpoints
+from ptsl.core.runtime import Runtime
+
+exp = {exp}
+cfg = RunConfig(name="t", seed=1, experiment=ExperimentConfig(benchmark="mt10", **exp),
+                env=EnvConfig(episode_length=20), sac=SACConfig(batch_size=32, init_steps=3),
+                train=TrainConfig(steps=20, eval_every=20, checkpoint_every=20))
+tr = Training(cfg, Runtime(device="cpu", vector="sync"), Path({cache!r}),
+              ResumeCheckpoints(None, cfg), NoLog())
+obs = tr.env.reset()
+
+def step(i):
+    action = tr.act(obs, i >= 3)
+    res = tr.update_while_stepping(i, action, i >= 3)
+    tr.collect(obs, action, res, i)
+    return res.obs
+
+for i in range(4):
+    obs = step(i)
+root = str(Path(sys.modules["ptsl"].__file__).parent)
+files = set()
+
+def hook(frame, event, arg):
+    if frame.f_code.co_filename.startswith(root):
+        files.add(frame.f_code.co_filename[len(root) + 1:])
+
+sys.setprofile(hook)
+threading.setprofile(hook)
+step(4)
+sys.setprofile(None)
+threading.setprofile(None)
+tr.env.close()
+tr.eval_env.close()
+print("ptsl.core.cuda" in sys.modules)
+print(" ".join(sorted(files)))
+"""
+
+
+@pytest.mark.parametrize("exp, most", [
+    ({"method": "mtsac", "hidden_dim": 32, "num_layers": 2}, 7),
+    ({"method": "care_ptsl", "hidden_dim": 32, "num_layers": 2, "pal_dim": 8}, 10),
+])
+def test_one_cpu_training_step_runs_few_files_and_none_of_the_gpu_path(exp, most, task_cache):
+    """The code one training step runs on CPU (act, update, environment step, store), traced:
+    none of it in core/cuda (which is not even imported), and few files to read: the loop, the
+    environments, the agent, the buffer, the fault points and the method's networks."""
+    import subprocess
+    import sys
+
+    code = _STEP_TRACE.format(exp=exp, cache=str(task_cache))
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=300, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    imported, files = proc.stdout.splitlines()[-2:]
+    files = files.split()
+    assert imported == "False"
+    assert not [f for f in files if f.startswith("core/cuda/")]
+    assert {"core/loop.py", "core/agent.py", "core/buffer.py", "core/envs.py"} <= set(files)
+    assert len(files) <= most, files

@@ -13,6 +13,7 @@ from ptsl.core.config import EnvConfig, ExperimentConfig, RunConfig, SACConfig, 
 from ptsl.core.builders import Shapes, build_agent
 from ptsl.core.persistence import load_agent, save_agent
 from ptsl.core.nets.task_encoder import DEFAULT_EMBEDDINGS, load_task_embeddings
+from ptsl.core.nets.task_index import TaskIndex
 
 from ..helpers import param_ids, random_batch
 
@@ -89,7 +90,7 @@ def test_sizes_match_the_reference():
 def test_mixture_is_the_gate_weighted_average_of_experts():
     agent = _agent()
     enc = agent.critic.encoder
-    obs, task = torch.randn(5, 12), torch.tensor([0, 1, 2, 0, 1])
+    obs, task = torch.randn(5, 12), TaskIndex(torch.tensor([0, 1, 2, 0, 1]), 3)
     te = agent.encode_task(task)
     gate = enc.gate(te)
     assert torch.allclose(gate.sum(-1), torch.ones(5)) and (gate >= 0).all()
@@ -117,7 +118,7 @@ def test_tying_and_optimiser_membership():
 def test_critic_gate_input_is_not_detached():
     """Quirk Q8 (misspelt detach key): the critic's gate passes gradient to the task encoding."""
     agent = _agent()
-    task = torch.tensor([0, 1, 2])
+    task = TaskIndex(torch.tensor([0, 1, 2]), 3)
     te = agent.encode_task(task).detach().requires_grad_(True)
     agent.critic.encoder(torch.randn(3, 12), task, te).sum().backward()
     assert te.grad is not None and te.grad.abs().sum() > 0
@@ -146,7 +147,7 @@ def test_task_encoder_is_trained_by_the_critic_loss_only():
                 lambda g: hits.append((phase["critic_stepped"], float(g.abs().sum()))))
 
     handle = agent.task_encoder.register_forward_hook(watch)
-    agent.update(random_batch(), 0)
+    agent.update(random_batch())
     handle.remove()
     assert len(hits) == 1 and hits[0][0] is False and hits[0][1] > 0
     grads = [p.grad for p in agent.task_encoder.parameters()]
@@ -159,7 +160,7 @@ def test_what_real_updates_train():
     agent = _agent()
     snap = {n: t.detach().clone() for n, t in agent.state_dict().items()}
     for step in range(3):
-        agent.update(random_batch(seed=step), step)
+        agent.update(random_batch(seed=step))
     now = agent.state_dict()
 
     def moved(prefix: str) -> bool:
@@ -177,7 +178,7 @@ def test_what_real_updates_train():
 @pytest.mark.parametrize("method", ["care", "care_ptsl"])
 def test_saved_agent_reloads_with_its_table(tmp_path, method):
     agent = _agent(method)
-    agent.update(random_batch(), 0)
+    agent.update(random_batch())
     path = tmp_path / "model.pt"
     save_agent(agent, path)
     loaded = load_agent(str(path))

@@ -15,6 +15,7 @@ from ptsl.core.builders import Shapes, build_agent
 from ptsl.core.nets.mlp import weight_init
 from ptsl.core.nets.pal import (FeedForwardPAL, PALLayer, init_pal_layers,
                            keep_down_projection, keep_up_projection)
+from ptsl.core.nets.task_index import TaskIndex
 
 from ..helpers import random_batch
 
@@ -128,7 +129,7 @@ def test_at_init_ptsl_is_exactly_its_shared_mlp(residual, shared):
     # A PAL layer computes S x + b and D x in one GEMM over the stacked weights [S; D] (faster
     # than a separate thin D x), and a GEMM of another width may round the last bit differently;
     # everything the zero projections add is exactly zero, so the outputs agree to float rounding.
-    torch.testing.assert_close(net(x, task), mlp(x), rtol=1e-6, atol=1e-6)
+    torch.testing.assert_close(net(x, TaskIndex(task, 4)), mlp(x), rtol=1e-6, atol=1e-6)
 
 
 def _manual_forward(net: FeedForwardPAL, x: torch.Tensor, task: torch.Tensor) -> torch.Tensor:
@@ -167,7 +168,7 @@ def test_forward_matches_formulas_on_a_mixed_task_batch(residual, shared):
             net.mix.alpha.copy_(torch.tensor([0.5, -0.2, 0.9]))
     x = torch.randn(16, 20)
     task = torch.tensor([0, 1, 2, 3] * 4)
-    torch.testing.assert_close(net(x, task), _manual_forward(net, x, task), rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(net(x, TaskIndex(task, 4)), _manual_forward(net, x, task), rtol=1e-4, atol=1e-4)
 
 
 def test_task_parameters_get_gradient_only_from_their_own_samples():
@@ -175,7 +176,7 @@ def test_task_parameters_get_gradient_only_from_their_own_samples():
     _randomise_projections(net)  # with zero D/U every task gradient would vanish trivially
     x = torch.randn(12, 20)
     task = torch.tensor([0, 1] * 6)
-    out = net(x, task)
+    out = net(x, TaskIndex(task, 4))
     out[task == 0].pow(2).sum().backward()
     for layer in net.layers:
         assert layer.task_weight.grad[0].abs().sum() > 0 and layer.task_bias.grad[0].abs().sum() > 0
@@ -205,7 +206,7 @@ def _changed_task_params(agent, updates: int) -> set[str]:
     before = {k: {n: p.detach().clone() for n, p in task_branch(t).items()}
               for k, t in trunks.items()}
     for step in range(updates):
-        agent.update(random_batch(n=96, seed=step), step)
+        agent.update(random_batch(n=96, seed=step))
     changed = [{n for n, p in task_branch(t).items() if not torch.equal(p.detach(), before[k][n])}
                for k, t in trunks.items()]
     assert changed[0] == changed[1] == changed[2], changed
@@ -247,11 +248,15 @@ def test_project_residual_leaves_only_output_task_bias_alive():
 
 @pytest.mark.parametrize("layer", ["grouped", "every_task"])
 def test_task_layer_implementations_match_the_reference_gather(layer):
-    """Both ways of computing the task layer give the reference's per-row gather and batched
-    matmul (values and gradients), including a batch where one task has no row."""
-    from ptsl.core.nets.pal import task_layer_every_task, task_layer_grouped
+    """Both ways of computing the task layer (grouped by task on CPU, every task in one GEMM with
+    static shapes on CUDA) give the reference's per-row gather and batched matmul (values and
+    gradients), including a batch where one task has no row."""
+    from ptsl.core.cuda.task_index import StaticTaskIndex
 
-    fn = {"grouped": task_layer_grouped, "every_task": task_layer_every_task}[layer]
+    kind = {"grouped": TaskIndex, "every_task": StaticTaskIndex}[layer]
+
+    def fn(z, w, b, task):
+        return kind(task, 4).layer(z, w, b)
     g = torch.Generator().manual_seed(0)
     task = torch.tensor([3, 0, 0, 2, 3, 3, 0, 2, 2, 0] * 7)  # task 1 absent
     ins = [torch.randn(70, 6, generator=g), torch.randn(4, 6, 5, generator=g),

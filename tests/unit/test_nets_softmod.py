@@ -8,8 +8,9 @@ import torch
 
 from ptsl.core.config import EnvConfig, ExperimentConfig, RunConfig, SACConfig, TrainConfig
 from ptsl.core.builders import Shapes, build_agent
-from ptsl.core.nets.soft_modularization import (ExpertLinear, ObsActionProjection, SoftModularizedMLP,
-                                           init_expert_layers)
+from ptsl.core.nets.mlp import ExpertLinear, init_expert_layers
+from ptsl.core.nets.soft_modularization import ObsActionProjection, SoftModularizedMLP
+from ptsl.core.nets.task_index import TaskIndex
 
 from ..helpers import param_ids, random_batch
 
@@ -33,13 +34,13 @@ def test_routing_weights_are_distributions_over_source_modules():
     trunk = agent.actor.trunk
     task = torch.tensor([0, 1, 2, 1])
     x = agent.actor.encoder(torch.randn(4, 12))
-    probs = trunk.routing_weights(x, agent.encode_task(task))
+    probs = trunk.routing_weights(x, agent.encode_task(TaskIndex(task, 3)))
     assert probs.shape == (1, 4, 4, 4)  # one routing step, B, E (target), E (source)
     assert (probs >= 0).all()
     torch.testing.assert_close(probs.sum(-1), torch.ones(1, 4, 4))
     # Routing depends on the task: same features, different task -> different routing.
     same_x = x[:1].expand(3, -1)
-    p = trunk.routing_weights(same_x, agent.encode_task(torch.tensor([0, 1, 2])))
+    p = trunk.routing_weights(same_x, agent.encode_task(TaskIndex(torch.tensor([0, 1, 2]), 3)))
     assert not torch.allclose(p[0, 0], p[0, 1])
 
 
@@ -96,7 +97,7 @@ def test_real_updates_train_encoder_routing_and_task_embedding():
     agent = _agent()
     snap = {n: t.detach().clone() for n, t in agent.state_dict().items()}
     for step in range(3):
-        losses = agent.update(random_batch(seed=step), step)
+        losses = agent.update(random_batch(seed=step))
         assert all(torch.isfinite(v) for v in losses.values())
     now = agent.state_dict()
 

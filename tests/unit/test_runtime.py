@@ -1,5 +1,6 @@
-"""The machine's choices (device, threads, update path) come from environment variables, are
-checked with one clear line, and never enter params.yaml."""
+"""The machine's choices (device, threads, graph capture, environment stepping) come from
+environment variables, are checked with one clear line, and never enter params.yaml; on CUDA the
+runtime keeps float32 products in full FP32 and records the precision settings."""
 
 from __future__ import annotations
 
@@ -17,8 +18,8 @@ from ..conftest import ROOT
 
 
 def test_defaults_and_values():
-    assert Runtime.from_env({}) == Runtime("auto", 0, True)
-    rt = Runtime.from_env({"PTSL_DEVICE": "CPU", "PTSL_THREADS": "2", "PTSL_FAST": "0"})
+    assert Runtime.from_env({}) == Runtime("auto", 0, True, "auto")
+    rt = Runtime.from_env({"PTSL_DEVICE": "CPU", "PTSL_THREADS": "2", "PTSL_GRAPH": "0"})
     assert rt == Runtime("cpu", 2, False) and rt.torch_device().type == "cpu"
 
 
@@ -26,7 +27,7 @@ def test_defaults_and_values():
     ({"PTSL_DEVICE": "tpu"}, "PTSL_DEVICE: unknown device 'tpu'; allowed: auto, cpu, cuda"),
     ({"PTSL_THREADS": "many"}, "PTSL_THREADS: expected an integer >= 0, got 'many'"),
     ({"PTSL_THREADS": "-1"}, "PTSL_THREADS: must be >= 0, got -1"),
-    ({"PTSL_FAST": "maybe"}, "PTSL_FAST: expected 1 or 0, got 'maybe'"),
+    ({"PTSL_FAST": "0"}, "PTSL_FAST: retired, the update has one path"),
     ({"PTSL_GRAPH": "yes please"}, "PTSL_GRAPH: expected 1 or 0, got 'yes please'"),
     ({"PTSL_VECTOR": "gpu"}, "PTSL_VECTOR: unknown mode 'gpu'; allowed: auto, sync, async"),
 ])
@@ -58,8 +59,35 @@ def test_graph_and_vector_switches():
     assert Runtime().vector_mode(1) == "sync"
     assert Runtime().vector_mode(10_000) == "sync"
     cuda, cpu = torch.device("cuda"), torch.device("cpu")
-    assert Runtime().runs_static_step(cuda) and not Runtime(fast=False).runs_static_step(cuda)
-    assert not Runtime().runs_static_step(cpu)
+    assert Runtime().update_path(cpu) == "host" == Runtime(graph=False).update_path(cpu)
+    assert Runtime().update_path(cuda) == "captured"
+    assert Runtime(graph=False).update_path(cuda) == "static"
+
+
+def test_full_fp32_overrides_a_library_and_names_the_cublas_override(monkeypatch, capsys):
+    """On CUDA the runtime sets the float32 matmul precision back to highest (a library may have
+    asked for TF32), records it, and warns in one line about the cuBLAS override variable, which
+    no torch setting can undo."""
+    from ptsl.core.runtime import TF32_OVERRIDE_ENV, full_fp32, precision
+
+    monkeypatch.delenv(TF32_OVERRIDE_ENV, raising=False)
+    torch.set_float32_matmul_precision("high")
+    try:
+        assert precision()["matmul_precision"] == "high"
+        full_fp32()
+        record = precision()
+        assert record["matmul_precision"] == "highest" and record["tf32_cublas"] == "False"
+        assert record["tf32_cublas_override"] == "unset" and capsys.readouterr().err == ""
+        monkeypatch.setenv(TF32_OVERRIDE_ENV, "1")
+        full_fp32()
+        err = capsys.readouterr().err.strip()
+        assert err.count("\n") == 0 and err.startswith(f"warning: {TF32_OVERRIDE_ENV}=1 makes")
+        assert precision()["tf32_cublas_override"] == "1"
+    finally:
+        torch.set_float32_matmul_precision("highest")
+    rt = Runtime(device="cpu").describe()
+    assert rt["update_path"] == "host" and rt["torch_device"] == "cpu"
+    assert {"matmul_precision", "tf32_cublas", "tf32_cudnn", "tf32_cublas_override"} <= set(rt)
 
 
 def test_a_params_file_with_the_old_vector_key_says_what_replaced_it(raw_params):

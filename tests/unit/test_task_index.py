@@ -1,14 +1,14 @@
-"""The static task-indexed selections (GPU and captured update) against the CPU ones and the
-former ``y_all[rows, task]`` form: values bit for bit, gradients bit for bit where the
-formulation allows and to float rounding where it sums in another order."""
+"""The task selections with static shapes (the GPU path, :mod:`ptsl.core.cuda.task_index`)
+against the CPU ones and the former ``y_all[rows, task]`` form: values bit for bit, gradients
+bit for bit where the formulation allows and to float rounding where it sums in another order."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from ptsl.core.nets.pal import task_layer
-from ptsl.core.nets.task_index import gather_task, select_task_rows
+from ptsl.core.cuda.task_index import StaticTaskIndex, gather_task
+from ptsl.core.nets.task_index import TaskIndex
 
 B, T = 1280, 10
 
@@ -28,11 +28,19 @@ def _grads(fn, *inputs: torch.Tensor) -> tuple[torch.Tensor, list[torch.Tensor]]
 @pytest.mark.parametrize("d", [1, 50, 400])
 def test_static_row_selection_equals_index_select(d):
     table, task = torch.randn(T, d), _task()
-    y_cpu, (g_cpu,) = _grads(lambda t: select_task_rows(t, task, static=False), table)
-    y_static, (g_static,) = _grads(lambda t: select_task_rows(t, task, static=True), table)
+    y_cpu, (g_cpu,) = _grads(lambda t: TaskIndex(task, T).rows(t), table)
+    y_static, (g_static,) = _grads(lambda t: StaticTaskIndex(task, T).rows(t), table)
     assert torch.equal(y_static, y_cpu)
     assert torch.equal(y_static, table[task])
     # Each task's gradient is a sum over its rows, in another order: equal to rounding.
+    torch.testing.assert_close(g_static, g_cpu, rtol=1e-5, atol=1e-5)
+
+
+def test_static_entries_equal_the_cpu_ones():
+    vector, task = torch.randn(T), _task(3)
+    y_cpu, (g_cpu,) = _grads(lambda v: TaskIndex(task, T).entries(v), vector)
+    y_static, (g_static,) = _grads(lambda v: StaticTaskIndex(task, T).entries(v), vector)
+    assert y_cpu.shape == (B, 1) and torch.equal(y_static, y_cpu)
     torch.testing.assert_close(g_static, g_cpu, rtol=1e-5, atol=1e-5)
 
 
@@ -47,8 +55,8 @@ def test_gather_is_the_former_advanced_indexing_bit_for_bit():
 @pytest.mark.parametrize("p_in,p_out", [(50, 50), (50, 326), (326, 50)])
 def test_static_task_layer_equals_the_grouped_one(p_in, p_out):
     z, w, b, task = torch.randn(B, p_in), torch.randn(T, p_in, p_out), torch.randn(T, p_out), _task(2)
-    y_g, g_g = _grads(lambda *a: task_layer(*a, task, static=False), z, w, b)
-    y_s, g_s = _grads(lambda *a: task_layer(*a, task, static=True), z, w, b)
+    y_g, g_g = _grads(lambda *a: TaskIndex(task, T).layer(*a), z, w, b)
+    y_s, g_s = _grads(lambda *a: StaticTaskIndex(task, T).layer(*a), z, w, b)
     torch.testing.assert_close(y_s, y_g, rtol=1e-5, atol=1e-4)
     for got, want in zip(g_s, g_g):
         torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-3)

@@ -49,7 +49,7 @@ def _bits(raw_params: dict, experiment: str, threads: int, batch: int = BATCH,
     try:
         agent = build_agent(cfg, Shapes(39, 4, 10), MT10)
         for step in range(updates):
-            agent.update(_batch(step, batch), step)
+            agent.update(_batch(step, batch))
         obs = np.random.default_rng(9).normal(size=(10, 39)).astype(np.float32)
         actions = [agent.act(obs, np.arange(10), deterministic=d) for d in (True, False)]
     finally:

@@ -5,8 +5,10 @@ from __future__ import annotations
 import json
 
 import pytest
+import torch
 
 from ptsl.core.config import EnvConfig, ExperimentConfig, RunConfig, SACConfig, TrainConfig
+from ptsl.core.builders import Shapes, build_agent
 from ptsl.core.loop import train, write_outputs
 
 
@@ -56,3 +58,163 @@ def test_scratch_key_changes_with_seed_and_config():
     a, b = _cfg(), _cfg(steps=80)
     assert a.key() != b.key()
     assert a.key() != a.model_copy(update={"seed": 2}).key()
+
+
+def test_a_cpu_run_gives_the_same_bytes_twice(task_cache):
+    """The whole loop (environments stepping while the update runs, losses checked once per
+    episode) is deterministic: two runs of CARE+PTSL give the same curve and weights."""
+    from ptsl.core.runtime import Runtime
+
+    cfg = RunConfig(
+        name="tiny", seed=2,
+        experiment=ExperimentConfig(benchmark="reach-v3", method="care_ptsl", hidden_dim=32,
+                                    num_layers=2, pal_dim=8),
+        env=EnvConfig(episode_length=20), sac=SACConfig(batch_size=32, init_steps=20),
+        train=TrainConfig(steps=60, eval_every=20, checkpoint_every=20))
+    a, b = (train(cfg, task_cache=task_cache, progress=False,
+                  runtime=Runtime(device="cpu", vector="sync")) for _ in range(2))
+    assert a.curve.to_csv() == b.curve.to_csv()
+    wa, wb = a.agent.state_dict(), b.agent.state_dict()
+    assert all(torch.equal(wa[k], wb[k]) for k in wa)
+    fresh = build_agent(cfg, Shapes(39, 4, 1), ("reach-v3",)).state_dict()
+    assert any(not torch.equal(fresh[k], wa[k]) for k in wa)  # the updates moved the weights
+
+
+def _interrupted_at_40(tmp_path, task_cache) -> tuple[RunConfig, object, list]:
+    """A run interrupted after its step-40 checkpoint, and that checkpoint's file."""
+    cfg = _cfg()
+    scratch = tmp_path / "scratch"
+
+    def interrupt(row):
+        if row["step"] == 40:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        train(cfg, scratch_dir=scratch, task_cache=task_cache, progress=False, on_eval=interrupt)
+    (path,) = [p for p in scratch.iterdir() if p.suffix == ".pt"]
+    return cfg, scratch, path
+
+
+def _rewrite(path, change) -> None:
+    """Rewrite a resume checkpoint in place (a valid file: format, version and checksum)."""
+    from ptsl.core import persistence
+
+    state = persistence.load(path, "resume checkpoint")
+    change(state)
+    persistence.save(path, {k: v for k, v in state.items()
+                            if k not in ("format", "ptsl_version")}, "resume checkpoint")
+
+
+def _as_made_on_a_gpu(state: dict, record_device: bool) -> None:
+    """What a CUDA run's checkpoint holds: a CUDA generator's 16-byte state, capturable Adam
+    with its step counters as float tensors, and (since they record it) the device."""
+    state["agent"]["generator"] = torch.zeros(16, dtype=torch.uint8)
+    for opt in state["agent"]["optimizers"].values():
+        for group in opt["param_groups"]:
+            group["capturable"] = True
+    state["update_path"] = "captured"
+    if record_device:
+        state["device"] = "cuda"
+    else:
+        state.pop("device")
+
+
+@pytest.mark.parametrize("recorded", [True, False])
+def test_a_checkpoint_from_a_gpu_is_skipped_with_one_line(tmp_path, task_cache, capsys, recorded):
+    """A CPU run finds a GPU run's checkpoint (a shared scratch folder): it says so in one
+    warning line and trains from the start, ending as an uninterrupted run; whether the
+    checkpoint records its device or predates that (told by its generator state)."""
+    cfg, scratch, path = _interrupted_at_40(tmp_path, task_cache)
+    _rewrite(path, lambda s: _as_made_on_a_gpu(s, recorded))
+    capsys.readouterr()
+    resumed = train(cfg, scratch_dir=scratch, task_cache=task_cache, progress=False)
+    err = capsys.readouterr().err
+    assert "not resuming from this checkpoint, it was made under another device: 'cuda' there, " \
+           "'cpu' here" in err and err.count("warning:") == 1
+    assert resumed.resumed_from == 0
+    whole = train(cfg, task_cache=task_cache, progress=False)
+    assert resumed.curve.to_csv() == whole.curve.to_csv()
+
+
+def test_optimizers_take_their_options_from_the_agent_not_the_file(tmp_path, task_cache):
+    """A CPU checkpoint whose Adam groups say capturable (as a GPU run's do) resumes on CPU:
+    the agent's own options win, and the run ends as an uninterrupted one, bit for bit."""
+    cfg, scratch, path = _interrupted_at_40(tmp_path, task_cache)
+
+    def capturable_flags(state: dict) -> None:
+        for opt in state["agent"]["optimizers"].values():
+            for group in opt["param_groups"]:
+                group["capturable"] = True
+    _rewrite(path, capturable_flags)
+    resumed = train(cfg, scratch_dir=scratch, task_cache=task_cache, progress=False)
+    assert resumed.resumed_from == 40
+    for opt in resumed.agent.optimizers().values():
+        assert all(g["capturable"] is False for g in opt.param_groups)
+    whole = train(cfg, task_cache=task_cache, progress=False)
+    assert resumed.curve.to_csv() == whole.curve.to_csv()
+    want, got = whole.agent.state_dict(), resumed.agent.state_dict()
+    assert all(torch.equal(want[k], got[k]) for k in want)
+
+
+def test_training_success_is_any_step_success_per_episode_in_windows():
+    """Each task's success at any step of an episode, under whatever acted; the episodes
+    finished since the last evaluation row give that row's rates; the state survives a
+    checkpoint."""
+    import numpy as np
+
+    from ptsl.core.loop import TrainingSuccess
+
+    ts = TrainingSuccess(3)
+    assert ts.take_window() == (0, None)
+    ts.step(np.array([0.0, 1.0, 0.0]))
+    ts.step(np.array([0.0, 0.0, 1.0]))  # success at any step counts
+    np.testing.assert_array_equal(ts.end_episode(), [0.0, 1.0, 1.0])
+    ts.step(np.array([1.0, 0.0, 0.0]))
+    np.testing.assert_array_equal(ts.end_episode(), [1.0, 0.0, 0.0])  # a new episode
+    saved = ts.state()
+    n, rates = ts.take_window()
+    assert n == 2 and rates.tolist() == [0.5, 0.5, 0.5]
+    assert ts.take_window() == (0, None)
+    ts.load_state(saved)
+    n, again = ts.take_window()
+    assert n == 2 and again.tolist() == rates.tolist()
+
+
+class _Episodes:
+    """A RunLog that keeps the training episodes it is given (and nothing else)."""
+
+    run_id = ""
+
+    def __init__(self) -> None:
+        self.episodes: list[tuple[int, dict]] = []
+
+    def training_episode(self, step, success):
+        self.episodes.append((step, dict(success)))
+
+    def evaluation(self, step, row): ...
+    def losses(self, step, means): ...
+    def resumed(self, step, curve, previous_run): ...
+    def flush(self): ...
+
+
+def test_the_curve_carries_the_windowed_training_success_and_the_log_each_episode(task_cache):
+    cfg = RunConfig(
+        name="tiny", seed=1,
+        experiment=ExperimentConfig(benchmark="mt10", method="mtsac", hidden_dim=32,
+                                    num_layers=2),
+        env=EnvConfig(episode_length=20), sac=SACConfig(batch_size=32, init_steps=20),
+        train=TrainConfig(steps=100, eval_every=40, checkpoint_every=40))
+    log = _Episodes()
+    curve = train(cfg, task_cache=task_cache, progress=False, log=log).curve
+    assert [s for s, _ in log.episodes] == [20, 40, 60, 80, 100]
+    tasks = [c.removeprefix("success/") for c in curve.columns if c.startswith("success/")]
+    assert all(list(success) == tasks for _, success in log.episodes)
+    assert curve["train_episodes"].tolist() == [0, 2, 2, 1]
+    assert curve.loc[0, ["train_success", *[f"train_success/{t}" for t in tasks]]].isna().all()
+    for i, (lo, hi) in enumerate([(0, 2), (2, 4), (4, 5)], start=1):
+        window = log.episodes[lo:hi]
+        for task in tasks:
+            want = sum(s[task] for _, s in window) / len(window)
+            assert curve.loc[i, f"train_success/{task}"] == want
+        assert curve.loc[i, "train_success"] == pytest.approx(
+            sum(curve.loc[i, f"train_success/{t}"] for t in tasks) / len(tasks))

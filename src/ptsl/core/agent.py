@@ -13,7 +13,7 @@ import contextlib
 import copy
 import math
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 import torch
@@ -21,8 +21,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from .buffer import Batch
+from .config import SACConfig
 from .errors import TrainingDiverged
-from .nets.task_index import select_task_rows
+from .nets.task_index import TaskIndex
 
 
 @contextlib.contextmanager
@@ -44,7 +45,7 @@ def one_cpu_thread(device: torch.device) -> Iterator[None]:
         torch.set_num_threads(threads)
 
 
-def _features(encoder: nn.Module, obs: torch.Tensor, task: torch.Tensor,
+def _features(encoder: nn.Module, obs: torch.Tensor, task: TaskIndex,
               task_encoding: torch.Tensor | None, detach: bool, concat: bool) -> torch.Tensor:
     """The encoder's output (detached for the actor step), with the task encoding appended
     where the method reads it."""
@@ -66,7 +67,7 @@ class Actor(nn.Module):
         self.log_std_min = log_std_min
         self.log_std_max = log_std_max
 
-    def forward(self, obs: torch.Tensor, task: torch.Tensor, task_encoding: torch.Tensor | None,
+    def forward(self, obs: torch.Tensor, task: TaskIndex, task_encoding: torch.Tensor | None,
                 detach_encoder: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
         h = _features(self.encoder, obs, task, task_encoding, detach_encoder,
                       self.concat_task_encoding)
@@ -103,7 +104,7 @@ class Critic(nn.Module):
         self.q2 = q2
         self.concat_task_encoding = concat_task_encoding
 
-    def forward(self, obs: torch.Tensor, action: torch.Tensor, task: torch.Tensor,
+    def forward(self, obs: torch.Tensor, action: torch.Tensor, task: TaskIndex,
                 task_encoding: torch.Tensor | None,
                 detach_encoder: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
         h = _features(self.encoder, obs, task, task_encoding, detach_encoder,
@@ -126,29 +127,8 @@ class Networks:
     actor_params: list[nn.Parameter] = field(default_factory=list)
 
 
-@dataclass(frozen=True)
-class SACHyper:
-    """The update-rule constants the agent needs (a view of :class:`ptsl.core.config.SACConfig`)."""
-
-    discount: float
-    init_temperature: float
-    actor_lr: float
-    critic_lr: float
-    alpha_lr: float
-    task_encoder_lr: float
-    tau: float
-    encoder_tau: float
-    critic_loss_guard: float
-
-
-def _soft_update(src: nn.Module, dst: nn.Module, tau: float) -> None:
-    with torch.no_grad():
-        for p, tp in zip(src.parameters(), dst.parameters()):
-            tp.lerp_(p, tau)
-
-
-def _soft_update_foreach(src: nn.Module, dst: nn.Module, tau: float) -> None:
-    """:func:`_soft_update` as one foreach call (the same lerp, element for element)."""
+def soft_update(src: nn.Module, dst: nn.Module, tau: float) -> None:
+    """``dst <- (1 - tau) dst + tau src`` for every parameter, as one foreach call."""
     dst_params = list(dst.parameters())
     if dst_params:
         with torch.no_grad():
@@ -192,9 +172,8 @@ class MultiTaskSAC(nn.Module):
     names).
     """
 
-    def __init__(self, nets: Networks, num_tasks: int, action_dim: int, hp: SACHyper,
-                 generator: torch.Generator, meta: Mapping[str, Any] | None = None,
-                 capturable: bool = False) -> None:
+    def __init__(self, nets: Networks, num_tasks: int, action_dim: int, sac: SACConfig,
+                 generator: torch.Generator, meta: Mapping[str, Any] | None = None) -> None:
         super().__init__()
         self.actor = nets.actor
         self.critic = nets.critic
@@ -202,21 +181,23 @@ class MultiTaskSAC(nn.Module):
         self.critic_target = copy.deepcopy(nets.critic)
         for p in self.critic_target.parameters():
             p.requires_grad_(False)
-        self.log_alpha = nn.Parameter(torch.full((num_tasks,), math.log(hp.init_temperature)))
+        self.log_alpha = nn.Parameter(torch.full((num_tasks,), math.log(sac.init_temperature)))
         self.target_entropy = -float(action_dim)
-        self.hp = hp
+        self.sac = sac
         self.num_tasks = num_tasks
         self.action_dim = action_dim
         self.generator = generator
         self.meta = dict(meta or {})
         actor_params = nets.actor_params or list(nets.actor.trunk.parameters())
         self._actor_params = list(actor_params)
-        self._capturable = capturable
+        #: How a batch's task ids become the :class:`TaskIndex` the networks select by (the CUDA
+        #: path swaps in its static formulation, :func:`ptsl.core.cuda.accelerate`).
+        self.task_index: Callable[[torch.Tensor, int], TaskIndex] = TaskIndex
+        #: Adam's options. foreach: one kernel per step for all tensors, on CPU the same bytes
+        #: as the loop; capturable (step counters on the device) is switched on by the CUDA path
+        #: before the first update.
+        self.adam_options: dict[str, bool] = {"foreach": True, "capturable": False}
         self._optimizers: dict[str, torch.optim.Adam] | None = None
-        #: Run the update's fast path (see :meth:`update`); :mod:`ptsl.core.runtime` sets it.
-        self.fast_path = True
-        #: Task-indexed selections with static shapes (:meth:`set_static_shapes`).
-        self.static_shapes = False
         #: Counts :meth:`load_training_state` calls: a captured update made before a load would
         #: keep updating the replaced optimizer moments, so it re-captures when this changes.
         self.state_version = 0
@@ -230,18 +211,13 @@ class MultiTaskSAC(nn.Module):
         one), built on first use: an agent loaded to act or evaluate never builds them, as
         building the first torch optimizer imports torch._dynamo (about two seconds)."""
         if self._optimizers is None:
-            hp = self.hp
-            # foreach Adam: one kernel per step for all tensors; on CPU the same bytes as the
-            # loop. capturable (CUDA only): step counters on the device, so the step makes no
-            # host read and a CUDA graph can capture it; set from the first update, never
-            # switched.
-            adam = dict(foreach=True, capturable=self._capturable)
-            opts = {"actor": torch.optim.Adam(self._actor_params, lr=hp.actor_lr, **adam),
-                    "critic": torch.optim.Adam(self.critic.parameters(), lr=hp.critic_lr, **adam),
-                    "alpha": torch.optim.Adam([self.log_alpha], lr=hp.alpha_lr, **adam)}
+            sac, adam = self.sac, self.adam_options
+            opts = {"actor": torch.optim.Adam(self._actor_params, lr=sac.actor_lr, **adam),
+                    "critic": torch.optim.Adam(self.critic.parameters(), lr=sac.critic_lr, **adam),
+                    "alpha": torch.optim.Adam([self.log_alpha], lr=sac.alpha_lr, **adam)}
             if self.task_encoder is not None:
                 opts["task_encoder"] = torch.optim.Adam(self.task_encoder.parameters(),
-                                                        lr=hp.task_encoder_lr, **adam)
+                                                        lr=sac.task_encoder_lr, **adam)
             self._optimizers = opts
         return self._optimizers
 
@@ -261,21 +237,11 @@ class MultiTaskSAC(nn.Module):
     def task_encoder_opt(self) -> torch.optim.Adam | None:
         return self.optimizers().get("task_encoder")
 
-    def set_static_shapes(self, on: bool) -> None:
-        """Switch every task-indexed selection (PTSL's task layers, the task encoding, the
-        temperature) between the CPU formulation and the static one that a GPU and a captured
-        update need (:mod:`ptsl.core.nets.task_index`); the same values either way."""
-        for module in self.modules():
-            if hasattr(module, "static_shapes"):
-                module.static_shapes = on
+    def alpha(self, task: TaskIndex) -> torch.Tensor:
+        """Per-sample temperature, selected by task (shape B x 1)."""
+        return task.entries(self.log_alpha.exp())
 
-    def alpha(self, task: torch.Tensor) -> torch.Tensor:
-        """Per-sample temperature, selected by task index (shape B x 1)."""
-        if self.static_shapes:
-            return select_task_rows(self.log_alpha.exp().unsqueeze(1), task, static=True)
-        return self.log_alpha.exp()[task].unsqueeze(-1)  # P = 1: deterministic on CPU
-
-    def encode_task(self, task: torch.Tensor) -> torch.Tensor | None:
+    def encode_task(self, task: TaskIndex) -> torch.Tensor | None:
         return None if self.task_encoder is None else self.task_encoder(task)
 
     @torch.inference_mode()
@@ -292,38 +258,30 @@ class MultiTaskSAC(nn.Module):
         if task_np.min() < 0 or task_np.max() >= self.num_tasks:  # checked on the host: no sync
             raise ValueError(f"task index out of range [0, {self.num_tasks})")
         obs_t = torch.as_tensor(obs_np, dtype=torch.float32, device=self.device)
-        task_t = torch.as_tensor(task_np, dtype=torch.int64, device=self.device)
+        task_i = self.task_index(torch.as_tensor(task_np, dtype=torch.int64, device=self.device),
+                                 self.num_tasks)
         # No network here behaves differently in train() and eval() mode (no dropout, no batch
         # norm), so acting does not switch modes; that walk over every module cost as much as
         # the forward pass of a 10-row batch.
         with one_cpu_thread(self.device):
-            mu, log_std = self.actor(obs_t, task_t, self.encode_task(task_t))
+            mu, log_std = self.actor(obs_t, task_i, self.encode_task(task_i))
             action = torch.tanh(mu) if deterministic else \
                 squashed_sample(mu, log_std, self.generator, with_log_prob=False)[0]
         out = action.cpu().numpy()
         return out[0] if single else out
 
-    def fast_update(self, batch: Batch) -> dict[str, torch.Tensor]:
-        """:meth:`update` on the fast path whatever :attr:`fast_path` says: no host read, so a
-        CUDA graph can capture it (:mod:`ptsl.core.update_step`)."""
-        return self._update(batch, None, fast=True)
+    def update(self, batch: Batch) -> dict[str, torch.Tensor]:
+        """One SAC update on ``batch`` in the reference order (reference 1.3, 2); returns the
+        losses as 0-dim tensors on the agent's device.
 
-    def update(self, batch: Batch, step: int) -> dict[str, torch.Tensor]:
-        """One SAC update on ``batch`` in the reference order; returns the losses (0-dim tensors).
-
-        Plain path (``fast_path`` false): every loss is read on the host at once and the
-        divergence guard stops before the step that would use it. Fast path: the same arithmetic
-        run differently: the actor loss backpropagates into the actor's parameters only (the
-        critic's weight gradients, which the plain path forms and then throws away at the next
-        critic ``zero_grad``, are never computed), soft updates are one foreach call, and the
-        losses stay on the device for :func:`check_losses` to read every few updates, so nothing
-        waits for the device. Both paths give the same parameters (a test compares them).
+        Nothing here reads a value back to the host: the environments step while it runs, a
+        CUDA graph can capture it, and the training loop checks the losses once per episode
+        (:func:`check_losses`; docs/differences.md). The actor loss backpropagates into the
+        actor's parameters only: the critic's weight gradients it would form are never read
+        (the critic optimiser zeroes them before its next step).
         """
-        return self._update(batch, step, fast=self.fast_path)
-
-    def _update(self, batch: Batch, step: int | None, fast: bool) -> dict[str, torch.Tensor]:
-        hp = self.hp
-        task = batch.task
+        sac = self.sac
+        task = self.task_index(batch.task, self.num_tasks)
         if self.task_encoder_opt is not None:
             self.task_encoder_opt.zero_grad(set_to_none=True)
         task_enc = self.encode_task(task)  # with grad: the critic loss trains the task encoder
@@ -334,11 +292,9 @@ class MultiTaskSAC(nn.Module):
             next_action, next_log_pi = squashed_sample(mu, log_std, self.generator)
             tq1, tq2 = self.critic_target(batch.next_obs, next_action, task, enc_nograd)
             target_v = torch.min(tq1, tq2) - self.alpha(task) * next_log_pi
-            target_q = batch.reward + batch.not_done * hp.discount * target_v
+            target_q = batch.reward + batch.not_done * sac.discount * target_v
         q1, q2 = self.critic(batch.obs, batch.action, task, task_enc)
         critic_loss = F.mse_loss(q1, target_q) + F.mse_loss(q2, target_q)
-        if not fast:
-            check_losses([(step, {"critic_loss": critic_loss})], hp.critic_loss_guard)
         self.critic_opt.zero_grad(set_to_none=True)
         critic_loss.backward()
         self.critic_opt.step()
@@ -349,23 +305,18 @@ class MultiTaskSAC(nn.Module):
         aq1, aq2 = self.critic(batch.obs, action, task, enc_nograd, detach_encoder=True)
         alpha = self.alpha(task)
         actor_loss = (alpha.detach() * log_pi - torch.min(aq1, aq2)).mean()
-        if not fast:
-            check_losses([(step, {"actor_loss": actor_loss})], hp.critic_loss_guard)
         self.actor_opt.zero_grad(set_to_none=True)
-        actor_loss.backward(inputs=self._actor_params if fast else None)
+        actor_loss.backward(inputs=self._actor_params)
         self.actor_opt.step()
         # Reference quirk kept: the loss is written on alpha = exp(log alpha), not on log alpha.
         alpha_loss = (alpha * (-log_pi - self.target_entropy).detach()).mean()
-        if not fast:
-            check_losses([(step, {"alpha_loss": alpha_loss})], hp.critic_loss_guard)
         self.alpha_opt.zero_grad(set_to_none=True)
         alpha_loss.backward()
         self.alpha_opt.step()
 
-        soft_update = _soft_update_foreach if fast else _soft_update
-        soft_update(self.critic.q1, self.critic_target.q1, hp.tau)
-        soft_update(self.critic.q2, self.critic_target.q2, hp.tau)
-        soft_update(self.critic.encoder, self.critic_target.encoder, hp.encoder_tau)
+        soft_update(self.critic.q1, self.critic_target.q1, sac.tau)
+        soft_update(self.critic.q2, self.critic_target.q2, sac.tau)
+        soft_update(self.critic.encoder, self.critic_target.encoder, sac.encoder_tau)
         if self.task_encoder_opt is not None:
             self.task_encoder_opt.step()
         with torch.no_grad():
@@ -382,17 +333,29 @@ class MultiTaskSAC(nn.Module):
 
     def load_training_state(self, state: Mapping[str, Any]) -> None:
         """Restore :meth:`training_state`; any captured update is re-captured before its next
-        use (:attr:`state_version`)."""
+        use (:attr:`state_version`).
+
+        The optimisers keep this agent's :attr:`adam_options`: ``Optimizer.load_state_dict``
+        would take them from the file (a checkpoint written with ``capturable`` on a GPU fails
+        on a CPU, and the reverse breaks a capture), and Adam's step counters go where these
+        options want them (on the host unless capturable).
+        """
         self.state_version += 1
         self.load_state_dict(state["model"])
-        opts = self.optimizers()
-        for name, opt_state in state["optimizers"].items():
-            opts[name].load_state_dict(opt_state)
+        for name, opt in self.optimizers().items():
+            opt.load_state_dict(state["optimizers"][name])
+            for group in opt.param_groups:
+                group.update(self.adam_options)
+                for p in group["params"]:
+                    if "step" in opt.state.get(p, {}):
+                        step = opt.state[p]["step"]
+                        where = p.device if group["capturable"] else torch.device("cpu")
+                        opt.state[p]["step"] = step.to(device=where, dtype=torch.float32)
         self.generator.set_state(state["generator"])
 
     def parameter_count(self) -> int:
         """Parameters by the reference rule: actor + critic + critic target + log-alpha, tied
-        tensors counted in each module, the task encoder excluded (reference doc 5.6)."""
+        tensors counted in each module, the task encoder excluded (reference 5.6)."""
         return sum(sum(p.numel() for p in m.parameters())
                    for m in (self.actor, self.critic, self.critic_target)) + self.log_alpha.numel()
 

@@ -16,16 +16,15 @@ import numpy as np
 import torch
 from torch import nn
 
-from .agent import Actor, Critic, MultiTaskSAC, Networks, SACHyper
+from .agent import Actor, Critic, MultiTaskSAC, Networks
 from .benchmarks import ACTION_DIM, EMBEDDING_DIM, OBS_DIM, num_tasks
 from .config import ExperimentConfig, RunConfig, SACConfig
 from .errors import ConfigError
 from .methods import method
 from .nets.care import CAREEncoder
-from .nets.mlp import IdentityEncoder, MLPTrunk, weight_init
+from .nets.mlp import IdentityEncoder, MLPTrunk, init_expert_layers, weight_init
 from .nets.pal import FeedForwardPAL, init_pal_layers
-from .nets.soft_modularization import (FeedForwardEncoder, ObsActionProjection,
-                                       SoftModularizedMLP, init_expert_layers)
+from .nets.soft_modularization import FeedForwardEncoder, ObsActionProjection, SoftModularizedMLP
 from .nets.task_encoder import TaskEncoder, load_task_embeddings
 
 Table = np.ndarray | torch.Tensor | None
@@ -208,13 +207,11 @@ def check_buildable(exp: ExperimentConfig) -> None:
 
 def build_agent(cfg: RunConfig, shapes: Shapes, task_names: tuple[str, ...],
                 device: torch.device | str = "cpu", seed: int | None = None,
-                task_embeddings: Table = None, capturable: bool = False) -> MultiTaskSAC:
+                task_embeddings: Table = None) -> MultiTaskSAC:
     """The agent of one run, on ``device``, initialised from ``seed`` (default: the run's seed).
 
     The methods that read embeddings read those of ``task_names`` from
-    ``data/task_embeddings/metaworld-mt50.json`` unless ``task_embeddings`` is given. Off the
-    CPU its task-indexed selections take static shapes (no host read, no sort); ``capturable``
-    (CUDA) keeps Adam's step counters on the device so the update can be captured.
+    ``data/task_embeddings/metaworld-mt50.json`` unless ``task_embeddings`` is given.
     """
     device = torch.device(device)
     if method(cfg.experiment.method).embeddings and task_embeddings is None:
@@ -225,15 +222,5 @@ def build_agent(cfg: RunConfig, shapes: Shapes, task_names: tuple[str, ...],
     sample_gen = torch.Generator(device=device).manual_seed(seed + 1)
     meta: dict[str, Any] = {"config": cfg.to_dict(), "obs_dim": shapes.obs_dim,
                             "action_dim": shapes.action_dim, "task_names": list(task_names)}
-    agent = MultiTaskSAC(nets, shapes.num_tasks, shapes.action_dim, sac_hyper(cfg.sac),
-                         sample_gen, meta, capturable=capturable)
-    agent.set_static_shapes(device.type != "cpu")
+    agent = MultiTaskSAC(nets, shapes.num_tasks, shapes.action_dim, cfg.sac, sample_gen, meta)
     return agent.to(device)
-
-
-def sac_hyper(sac: SACConfig) -> SACHyper:
-    """The update-rule constants of ``sac``."""
-    return SACHyper(discount=sac.discount, init_temperature=sac.init_temperature,
-                    actor_lr=sac.actor_lr, critic_lr=sac.critic_lr, alpha_lr=sac.alpha_lr,
-                    task_encoder_lr=sac.task_encoder_lr, tau=sac.tau,
-                    encoder_tau=sac.encoder_tau, critic_loss_guard=sac.critic_loss_guard)

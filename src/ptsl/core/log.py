@@ -19,6 +19,10 @@ class RunLog(Protocol):
     def losses(self, step: int, means: Mapping[str, float]) -> None:
         """Mean losses (and temperature, entropy) of the updates since the last report."""
 
+    def training_episode(self, step: int, success: Mapping[str, float]) -> None:
+        """A training episode that ended at vector step ``step``: each task's success at any
+        step of it, under the behaviour policy (the reference's ``train/success``)."""
+
     def resumed(self, step: int, curve: Sequence[Mapping[str, float]],
                 previous_run: str | None) -> None:
         """The run resumed at ``step`` from a checkpoint that ``previous_run`` wrote, with the
@@ -35,6 +39,7 @@ class NoLog:
 
     def evaluation(self, step: int, row: Mapping[str, float]) -> None: ...
     def losses(self, step: int, means: Mapping[str, float]) -> None: ...
+    def training_episode(self, step: int, success: Mapping[str, float]) -> None: ...
     def resumed(self, step: int, curve: Sequence[Mapping[str, float]],
                 previous_run: str | None) -> None: ...
     def flush(self) -> None: ...

@@ -1,16 +1,22 @@
 """The training loop: collect, update, evaluate, checkpoint.
 
-Each vector step follows the reference (doc 1.3): evaluate when due; act (uniform random for the
-first ``init_steps`` vector steps, then a stochastic policy sample); from ``init_steps`` on update
-(``init_steps`` updates at once, then one per vector step); step every task; store one transition
-per task. Deliberate difference: the time-limit transition stores the true next observation with
-``not_done = 1`` (the reference stores the next episode's reset observation there); then all tasks
-are reset. The action is chosen before the update, so on the fast path the environments step
-while the update runs (``step_async``, update, ``step_wait``): the same transitions either way.
+Each vector step follows the reference (reference 1.3): evaluate when due; act (uniform random
+for the first ``init_steps`` vector steps, then a stochastic policy sample); from ``init_steps`` on
+update (``init_steps`` updates at once, then one per vector step); step every task; store one
+transition per task. Deliberate difference: the time-limit transition stores the true next
+observation with ``not_done = 1`` (the reference stores the next episode's reset observation
+there); then all tasks are reset. The action is chosen before the update, so the environments
+step while the update runs (``step_async``, update, ``step_wait``): the same transitions either
+way. The losses stay on the device and are checked once per episode.
+
+On CPU an update samples its batch on the host (:meth:`ReplayBuffer.sample`); on CUDA the run
+makes one call into :mod:`ptsl.core.cuda`, which keeps the buffer on the device and replays the
+update as a CUDA graph.
 """
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -23,7 +29,7 @@ from tqdm import tqdm
 
 from . import faults
 from .agent import MultiTaskSAC, check_losses
-from .buffer import DeviceReplayBuffer, make_buffer
+from .buffer import ReplayBuffer
 from .builders import Shapes, build_agent
 from .config import RunConfig
 from .envs import MultiTaskVecEnv, StepResult, eval_env, load_tasks
@@ -34,7 +40,41 @@ from .log import NoLog, RunLog
 from .persistence import ResumeCheckpoints, save_agent
 from .records import Curve, Summary
 from .runtime import Runtime
-from .update_step import CapturedStep, DeviceSampler, UpdateStep
+
+
+class TrainingSuccess:
+    """Training success as the reference logs it (``train/success``): each task's success at
+    any step of each training episode, under the behaviour policy (random actions during the
+    warm-up, then stochastic policy samples). Finished episodes wait here until the next
+    evaluation row takes their per-task rates (a windowed rate: at the paper budget 66 or 67
+    episodes per task per row)."""
+
+    def __init__(self, num_tasks: int) -> None:
+        self.current = np.zeros(num_tasks, dtype=bool)
+        self.finished: list[np.ndarray] = []
+
+    def step(self, success: np.ndarray) -> None:
+        self.current |= success > 0
+
+    def end_episode(self) -> np.ndarray:
+        """The episode's success per task (0 or 1); a new episode starts."""
+        done = self.current.astype(np.float64)
+        self.finished.append(done)
+        self.current = np.zeros_like(self.current)
+        return done
+
+    def take_window(self) -> tuple[int, np.ndarray | None]:
+        """How many episodes per task finished since the last call, and each task's success
+        rate over them (None when none did)."""
+        finished, self.finished = self.finished, []
+        return len(finished), (np.stack(finished).mean(axis=0) if finished else None)
+
+    def state(self) -> dict:
+        return {"current": self.current.copy(), "finished": [f.copy() for f in self.finished]}
+
+    def load_state(self, state: dict) -> None:
+        self.current = np.asarray(state["current"], dtype=bool).copy()
+        self.finished = [np.asarray(f, dtype=np.float64) for f in state["finished"]]
 
 
 @dataclass(frozen=True)
@@ -42,7 +82,7 @@ class TrainResult:
     """What a finished run produced."""
 
     agent: MultiTaskSAC
-    curve: pd.DataFrame  # one row per evaluation: step, env_steps, success, return, success/<task>
+    curve: pd.DataFrame  # one row per evaluation (:class:`ptsl.core.records.Curve`)
     parameter_count: int
     wall_seconds: float
     resumed_from: int
@@ -61,17 +101,21 @@ class Training:
                                    vector=runtime.vector_mode(tasks.num_tasks))
         self.eval_env = eval_env(tasks, cfg.env, cfg.seed)
         shapes = Shapes(self.env.obs_dim, self.env.action_dim, self.env.num_tasks)
-        static = runtime.runs_static_step(self.device)
-        self.agent = build_agent(cfg, shapes, tasks.names, device=self.device, capturable=static)
-        self.agent.fast_path = runtime.fast
-        self.buffer = make_buffer(cfg.sac.buffer_capacity, self.env.obs_dim, self.env.action_dim,
-                                  self.device, seed=cfg.seed + 2, on_device=static)
+        self.agent = build_agent(cfg, shapes, tasks.names, device=self.device)
         self.rng = np.random.default_rng(cfg.seed)
-        #: On CUDA's fast path every update is the static step, captured unless PTSL_GRAPH=0;
-        #: elsewhere None (a batch sampled on the host, :meth:`MultiTaskSAC.update`).
-        self.step = static_step(self.agent, self.buffer, cfg.sac.batch_size, runtime) \
-            if static else None
+        #: How updates run here: ``host``, or on CUDA ``captured`` / ``static``.
+        self.update_path = runtime.update_path(self.device)
+        if self.update_path == "host":
+            self.buffer = ReplayBuffer(cfg.sac.buffer_capacity, shapes.obs_dim, shapes.action_dim)
+            self.update = self.update_on_host
+        else:
+            from .cuda import accelerate  # the GPU path: device buffer, static step, CUDA graph
+
+            self.buffer, self.update = accelerate(self.agent, cfg.sac, shapes.obs_dim,
+                                                  shapes.action_dim, seed=cfg.seed + 2,
+                                                  graph=runtime.graph)
         self.curve: list[dict[str, float]] = []
+        self.train_success = TrainingSuccess(self.env.num_tasks)
         # Losses stay on the device; they are checked and averaged once per episode (one host
         # transfer per episode_length updates), and before any checkpoint is written.
         self.losses: list[tuple[int, dict[str, torch.Tensor]]] = []
@@ -79,14 +123,20 @@ class Training:
 
     def resume(self) -> None:
         """Continue from the newest checkpoint of this run and config, if there is one."""
-        state = self.checkpoints.load()
+        state = self.checkpoints.load(self.device.type)
         if state is None:
+            return
+        if "train_success" not in state:
+            print(f"warning: not resuming {self.cfg.name}-{self.cfg.seed} from its step "
+                  f"{state['step']} checkpoint: it predates training-success recording; this "
+                  "run starts from scratch", file=sys.stderr)
             return
         self.agent.load_training_state(state["agent"])
         self.buffer.load_state_dict(state["buffer"])
         self.rng.bit_generator.state = state["rng"]
         self.env.set_state(state["env"])
         self.curve = state["curve"]
+        self.train_success.load_state(state["train_success"])
         self.start = self.last_checkpoint = state["step"]
         self.log.resumed(self.start, self.curve, state.get("log_run_id"))
 
@@ -129,8 +179,11 @@ class Training:
         if self.curve and self.curve[-1]["step"] == step:
             return
         res = evaluate(self.agent, self.eval_env, self.cfg.train.eval_episodes)
+        names = self.eval_env.tasks.names
+        episodes, rates = self.train_success.take_window()
         row = Curve.row(step, step * self.env.num_tasks, res.mean_success, res.mean_return,
-                        dict(zip(self.eval_env.tasks.names, res.success)))
+                        dict(zip(names, res.success)), episodes,
+                        None if rates is None else dict(zip(names, rates.tolist())))
         self.curve.append(row)
         self.log.evaluation(step, row)
         self.log.flush()  # the curve reaches the store at every evaluation
@@ -148,37 +201,39 @@ class Training:
 
     def update_while_stepping(self, step: int, action: np.ndarray, updating: bool) -> StepResult:
         """Step every task with ``action`` and run this step's updates meanwhile: ``init_steps``
-        updates at the first updating step, then one. Only an update is worth overlapping; the
-        plain path and the warm-up step the environments in this thread (the plain path after
-        its update)."""
-        overlap = self.runtime.fast and updating
-        if overlap:
+        updates at the first updating step, then one. Only an update is worth overlapping: the
+        warm-up steps the environments in this thread."""
+        if not updating:
+            result = self.env.step(action)
+        else:
             self.env.step_async(action)
-        if updating:
             sac = self.cfg.sac
             for _ in range(sac.init_steps if step == sac.init_steps else 1):
-                if self.step is None:
-                    batch = self.buffer.sample(sac.batch_size, self.rng, self.device)
-                    self.losses.append((step, self.agent.update(batch, step)))
-                else:
-                    self.step()
-                    self.losses.append((step, self.step.losses()))
+                self.losses.append((step, self.update()))
                 faults.point("update")
-        result = self.env.step_wait() if overlap else self.env.step(action)
+            result = self.env.step_wait()
         if faults.nan_reward(step):
             result.reward[:] = np.nan
         return result
 
+    def update_on_host(self) -> dict[str, torch.Tensor]:
+        """One update on a batch the replay buffer draws on the host (the CPU path)."""
+        batch = self.buffer.sample(self.cfg.sac.batch_size, self.rng, self.device)
+        return self.agent.update(batch)
+
     def collect(self, obs: np.ndarray, action: np.ndarray, result: StepResult,
                 step: int) -> None:
-        """Store one transition per task."""
+        """Store one transition per task; note each task's success."""
         self.buffer.add(obs, action, result.reward, result.obs, 1.0 - result.terminated,
                         self.env.task_ids)
+        self.train_success.step(result.success)
 
     def end_episode(self, done: int) -> np.ndarray:
-        """Reset every task; check and report the episode's losses; checkpoint when due.
-        Returns the first observations of the next episode."""
+        """Reset every task; report the episode's training success; check and report its
+        losses; checkpoint when due. Returns the first observations of the next episode."""
         obs = self.env.reset()
+        success = self.train_success.end_episode()
+        self.log.training_episode(done, dict(zip(self.env.tasks.names, success.tolist())))
         self.report_losses(done)
         if done - self.last_checkpoint >= self.cfg.train.checkpoint_every \
                 and done < self.cfg.train.steps:
@@ -205,21 +260,10 @@ class Training:
         self.checkpoints.save(done, {
             "agent": self.agent.training_state(), "buffer": self.buffer.state_dict(),
             "rng": self.rng.bit_generator.state, "env": self.env.get_state(),
-            "curve": self.curve, "log_run_id": self.log.run_id})
+            "curve": self.curve, "train_success": self.train_success.state(),
+            "log_run_id": self.log.run_id,
+            "device": self.device.type, "update_path": self.update_path})
         self.last_checkpoint = done
-
-
-def static_step(agent: MultiTaskSAC, buffer: DeviceReplayBuffer, batch_size: int,
-                runtime: Runtime) -> UpdateStep | CapturedStep:
-    """The update as the static step on ``buffer``'s device, sampling there; replayed as a CUDA
-    graph unless ``runtime.graph`` is off (the same numbers either way)."""
-    step = UpdateStep(agent, buffer, batch_size, DeviceSampler(buffer, buffer.generator))
-    if not runtime.graph:
-        return step
-    from .cuda_graph import CudaBackend
-
-    return CapturedStep(step, CudaBackend(buffer.device), (agent.generator, buffer.generator),
-                        lambda: (agent.state_version, buffer.state_version))
 
 
 def train(cfg: RunConfig, *, scratch_dir: Path | None = None, task_cache: Path | None = None,
@@ -231,7 +275,7 @@ def train(cfg: RunConfig, *, scratch_dir: Path | None = None, task_cache: Path |
 
     If a scratch checkpoint for this exact config exists in ``scratch_dir`` (an interrupted
     earlier attempt), the run resumes from it. Raises :class:`TrainingDiverged` on a loss
-    blow-up. ``runtime`` (device, threads, update path) defaults to :meth:`Runtime.from_env`;
+    blow-up. ``runtime`` (device, threads, graph capture) defaults to :meth:`Runtime.from_env`;
     ``log`` receives the curve and the losses as they come. ``on_eval`` gets each evaluation's
     curve row; ``on_step`` the number of vector steps done after each one (progress views,
     throughput measurements). The scratch checkpoint is removed at the end unless

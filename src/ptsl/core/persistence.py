@@ -202,14 +202,26 @@ def load_agent(path: str | Path, device: torch.device | str = "cpu",
 # --------------------------------------------------------------------------- resume checkpoints
 
 
+def checkpoint_device(state: Mapping[str, Any]) -> str:
+    """The kind of device a resume checkpoint was made on. Checkpoints record it; for one made
+    before they did, the agent's generator state tells (a CPU generator's is 5056 bytes, a CUDA
+    one's 16)."""
+    if "device" in state:
+        return str(state["device"])
+    cpu_state = torch.Generator().get_state().numel()
+    return "cpu" if state["agent"]["generator"].numel() == cpu_state else "cuda"
+
+
 class ResumeCheckpoints:
     """Resume state in the ignored scratch folder: ``<exp>-<seed>-<config key>-<step>.pt``.
 
     A new checkpoint gets a new name and the older one is deleted only after it is complete, so a
     kill or a full disk while writing leaves the previous checkpoint intact. Loading takes the
-    newest one that verifies; a corrupt one, or one written by another project version, is
-    skipped with a warning line, and checkpoints of the same run under another config are named
-    with the fields that differ. ``scratch_dir`` None keeps no checkpoints.
+    newest one that verifies; a corrupt one, one written by another project version, or one
+    made on another kind of device (a CPU and a GPU draw random numbers differently, so the state
+    of one cannot continue on the other), is skipped with a warning line, and checkpoints of the
+    same run under another config are named with the fields that differ. ``scratch_dir`` None
+    keeps no checkpoints.
     """
 
     def __init__(self, scratch_dir: Path | None, cfg: RunConfig) -> None:
@@ -224,8 +236,9 @@ class ResumeCheckpoints:
         return sorted((p for p in self.dir.glob(f"{prefix}*.pt") if p.stem[-9:].isdigit()),
                       key=lambda p: p.stem[-9:], reverse=True)
 
-    def load(self) -> dict[str, Any] | None:
-        """The newest usable checkpoint of this run and config, or None."""
+    def load(self, device: str) -> dict[str, Any] | None:
+        """The newest usable checkpoint of this run and config made on a ``device`` (``cpu``,
+        ``cuda``) device, or None."""
         for path in self._files(self.stem):
             try:
                 state = load(path, "resume checkpoint")
@@ -233,6 +246,7 @@ class ResumeCheckpoints:
                 print(f"warning: {exc}; trying an older one", file=sys.stderr)
                 continue
             why = [d for d in (version_difference(state),) if d]
+            why += differences({"device": checkpoint_device(state)}, {"device": device})
             why += differences(state["config"], self.config, "config")
             if why:
                 print(f"warning: {path}: not resuming from this checkpoint, it was made "

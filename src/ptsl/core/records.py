@@ -34,6 +34,8 @@ from .files import json_text, write_atomic
 REBUILD = "run `dvc repro` to rebuild it"
 #: Column prefix of a task's success in a curve (``success/reach-v3``).
 TASK_PREFIX = "success/"
+#: Column prefix of a task's training success in a curve (``train_success/reach-v3``).
+TRAIN_PREFIX = "train_success/"
 
 
 def run_id(experiment: str, seed: int) -> str:
@@ -190,11 +192,18 @@ class Curve:
 
     @staticmethod
     def row(step: int, env_steps: int, success: float, returns: float,
-            per_task: Mapping[str, float]) -> dict[str, float]:
-        """One evaluation's row."""
+            per_task: Mapping[str, float], train_episodes: int,
+            train_per_task: Mapping[str, float] | None) -> dict[str, float]:
+        """One evaluation's row, with the training success of the ``train_episodes`` training
+        episodes per task finished since the previous row (``train_per_task``: each task's
+        rate; None, written empty, when no episode finished)."""
         row: dict[str, float] = {"step": step, "env_steps": env_steps, "success": success,
                                  "return": returns}
         row.update({f"{TASK_PREFIX}{name}": float(s) for name, s in per_task.items()})
+        rates = train_per_task or {name: math.nan for name in per_task}
+        row["train_episodes"] = train_episodes
+        row["train_success"] = math.fsum(rates.values()) / len(rates)
+        row.update({f"{TRAIN_PREFIX}{name}": float(rates[name]) for name in per_task})
         return row
 
     @staticmethod

@@ -1,4 +1,5 @@
-"""How a run computes on this machine: device, thread count and update path.
+"""How a run computes on this machine: device, thread count, graph capture and environment
+stepping.
 
 These are choices of the machine, not of the experiment, so they are read from environment
 variables and never from ``params.yaml``: a stage trained on a GPU box keeps the same DVC cache
@@ -6,20 +7,22 @@ key as one trained on a laptop, and a run cache filled on one kind of machine fa
 
 - ``PTSL_DEVICE``: ``auto`` (CUDA when torch sees a GPU, else CPU; the default), ``cpu`` or ``cuda``.
 - ``PTSL_THREADS``: torch's intra-op threads; ``0`` (the default) keeps torch's own choice.
-- ``PTSL_FAST``: ``1`` (the default) runs the fast path of the same agent (see
-  :mod:`ptsl.core.agent`); ``0`` the plain path, kept for comparison. On CPU both give the same bytes.
-- ``PTSL_GRAPH``: on CUDA's fast path, ``1`` (the default) replays the update as one captured
-  CUDA graph (:mod:`ptsl.core.update_step`); ``0`` runs the same static step eagerly, with the
-  same numbers. No effect on CPU.
+- ``PTSL_GRAPH``: on CUDA, ``1`` (the default) replays the update as one captured CUDA graph
+  (:mod:`ptsl.core.cuda`); ``0`` runs the same static step eagerly, with the same numbers. No
+  effect on CPU.
 - ``PTSL_VECTOR``: how the training environments step: ``sync`` (in this process), ``async``
   (one worker process per task) or ``auto`` (the default: ``async`` for several tasks where this
   process may use a core per task besides its own, else ``sync``). Both give the same
   transitions.
+
+On CUDA, :meth:`Runtime.apply` keeps float32 matrix products in full FP32 (no TF32), and
+:func:`precision` records what the process computes with.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -29,9 +32,12 @@ from .errors import ConfigError
 
 DEVICE_ENV = "PTSL_DEVICE"
 THREADS_ENV = "PTSL_THREADS"
+#: Retired: the agent has one update path. Setting it is refused, so nobody believes it acts.
 FAST_ENV = "PTSL_FAST"
 GRAPH_ENV = "PTSL_GRAPH"
 VECTOR_ENV = "PTSL_VECTOR"
+#: Set by some CUDA images: cuBLAS then computes float32 products in TF32 whatever torch says.
+TF32_OVERRIDE_ENV = "TORCH_ALLOW_TF32_CUBLAS_OVERRIDE"
 DEVICES = ("auto", "cpu", "cuda")
 VECTOR_MODES = ("auto", "sync", "async")
 _SWITCH = {"1": True, "true": True, "on": True, "0": False, "false": False, "off": False}
@@ -39,12 +45,11 @@ _SWITCH = {"1": True, "true": True, "on": True, "0": False, "false": False, "off
 
 @dataclass(frozen=True)
 class Runtime:
-    """Device, thread count, update path and environment stepping of one process (see the
+    """Device, thread count, graph capture and environment stepping of one process (see the
     module docstring)."""
 
     device: str = "auto"
     threads: int = 0
-    fast: bool = True
     graph: bool = True
     vector: str = "auto"
 
@@ -62,6 +67,9 @@ class Runtime:
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Runtime:
         """The runtime the environment variables ask for; a bad value is a ConfigError."""
         env = os.environ if environ is None else environ
+        if FAST_ENV in env:
+            raise ConfigError(f"{FAST_ENV}: retired, the update has one path (the same bytes as "
+                              f"the former default); remove the setting")
         device = env.get(DEVICE_ENV, "auto").strip().lower() or "auto"
         raw_threads = env.get(THREADS_ENV, "0").strip() or "0"
         try:
@@ -69,8 +77,7 @@ class Runtime:
         except ValueError:
             raise ConfigError(f"{THREADS_ENV}: expected an integer >= 0, got {raw_threads!r}") from None
         vector = env.get(VECTOR_ENV, "auto").strip().lower() or "auto"
-        return cls(device=device, threads=threads, fast=_switch(env, FAST_ENV),
-                   graph=_switch(env, GRAPH_ENV), vector=vector)
+        return cls(device=device, threads=threads, graph=_switch(env, GRAPH_ENV), vector=vector)
 
     def torch_device(self) -> torch.device:
         """The torch device; ``cuda`` without a visible GPU is a ConfigError."""
@@ -88,18 +95,47 @@ class Runtime:
         spare = len(os.sched_getaffinity(0)) > num_tasks
         return "async" if num_tasks > 1 and spare else "sync"
 
-    def runs_static_step(self, device: torch.device) -> bool:
-        """Whether the update runs as the static step on ``device`` (CUDA's fast path): replay
-        buffer on the device, captured as a CUDA graph unless :attr:`graph` is off. The one place
-        this rule is written."""
-        return self.fast and device.type == "cuda"
+    def update_path(self, device: torch.device) -> str:
+        """How the update runs on ``device``: ``host`` (CPU: batches drawn on the host),
+        ``captured`` (CUDA graph) or ``static`` (CUDA, ``PTSL_GRAPH=0``)."""
+        if device.type != "cuda":
+            return "host"
+        return "captured" if self.graph else "static"
 
     def apply(self) -> None:
         """Set this process up to compute: torch's intra-op thread count when one is asked for,
-        and the C allocator's reuse of freed memory (:func:`keep_freed_memory`)."""
+        the C allocator's reuse of freed memory (:func:`keep_freed_memory`) and, on CUDA, full
+        FP32 matrix products (:func:`full_fp32`)."""
         if self.threads:
             torch.set_num_threads(self.threads)
         keep_freed_memory()
+        if self.torch_device().type == "cuda":
+            full_fp32()
+
+    def describe(self) -> dict[str, str]:
+        """What a run's record carries about how it computed (MLflow tags, benchmark)."""
+        device = self.torch_device()
+        return {"torch_device": str(device), "update_path": self.update_path(device),
+                "torch_threads": str(torch.get_num_threads()), **precision()}
+
+
+def full_fp32() -> None:
+    """Float32 matrix products in full FP32 (torch's default, which a library may have changed):
+    at these shapes TF32 is no faster on an H100, and it changes every number. The cuBLAS
+    override variable wins over this setting, so it gets a warning line."""
+    torch.set_float32_matmul_precision("highest")
+    if os.environ.get(TF32_OVERRIDE_ENV, "0").strip() not in ("", "0"):
+        print(f"warning: {TF32_OVERRIDE_ENV}={os.environ[TF32_OVERRIDE_ENV]} makes cuBLAS compute "
+              "float32 products in TF32 whatever torch's setting; unset it for full FP32",
+              file=sys.stderr)
+
+
+def precision() -> dict[str, str]:
+    """The float32 precision settings this process computes with."""
+    return {"matmul_precision": torch.get_float32_matmul_precision(),
+            "tf32_cublas": str(torch.backends.cuda.matmul.allow_tf32),
+            "tf32_cudnn": str(torch.backends.cudnn.allow_tf32),
+            "tf32_cublas_override": os.environ.get(TF32_OVERRIDE_ENV, "unset")}
 
 
 def _switch(env: Mapping[str, str], name: str) -> bool:

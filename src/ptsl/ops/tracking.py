@@ -144,13 +144,20 @@ class Tracker:
         for k, v in tags.items():
             self._call(self._client.set_tag, self.run_id, k, str(v))
 
-    # The training loop's RunLog (ptsl.core.log): an evaluation's curve row under eval/, the
-    # loss means under train/.
+    # The training loop's RunLog (ptsl.core.log): an evaluation's curve row under eval/ (its
+    # windowed training-success columns stay in the curve file: the episodes themselves are
+    # logged one by one), the loss means and each training episode's success under train/.
     def evaluation(self, step: int, row: Mapping[str, float]) -> None:
-        self.log_metrics({f"eval/{k}": v for k, v in row.items() if k != "step"}, step)
+        self.log_metrics({f"eval/{k}": v for k, v in row.items()
+                          if k != "step" and not k.startswith("train_")}, step)
 
     def losses(self, step: int, means: Mapping[str, float]) -> None:
         self.log_metrics({f"train/{k}": v for k, v in means.items()}, step)
+
+    def training_episode(self, step: int, success: Mapping[str, float]) -> None:
+        mean = sum(success.values()) / len(success)
+        self.log_metrics({"train/success": mean,
+                          **{f"train/success/{task}": v for task, v in success.items()}}, step)
 
     def resumed(self, step: int, curve: Sequence[Mapping[str, float]],
                 from_run: str | None) -> None:
@@ -203,6 +210,7 @@ class NullTracker(Tracker):
     def set_tags(self, tags: Mapping[str, str]) -> None: ...
     def evaluation(self, step: int, row: Mapping[str, float]) -> None: ...
     def losses(self, step: int, means: Mapping[str, float]) -> None: ...
+    def training_episode(self, step: int, success: Mapping[str, float]) -> None: ...
     def resumed(self, step: int, curve: Sequence[Mapping[str, float]],
                 from_run: str | None) -> None: ...
     def end(self, status: str = "FINISHED") -> None: ...

@@ -17,7 +17,7 @@ import torch
 
 from ..core.agent import MultiTaskSAC
 from ..core.benchmarks import EMBEDDING_DIM
-from ..core.builders import Shapes, build_networks, sac_hyper
+from ..core.builders import Shapes, build_networks
 from ..core.config import ExperimentConfig, SACConfig
 from ..core.methods import method
 
@@ -49,7 +49,7 @@ def count_parameters(exp: ExperimentConfig, obs_dim: int, action_dim: int, num_t
              if method(exp.method).embeddings else None)
     gen = torch.Generator().manual_seed(0)
     nets = build_networks(exp, SACConfig(), shapes, gen, table)
-    agent = MultiTaskSAC(nets, num_tasks, action_dim, sac_hyper(SACConfig()),
+    agent = MultiTaskSAC(nets, num_tasks, action_dim, SACConfig(),
                          torch.Generator().manual_seed(0))
     return agent.parameter_count()
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from .mlp import build_mlp
-from .soft_modularization import ExpertLinear
+from .mlp import ExpertLinear, build_mlp
+from .task_index import TaskIndex
 
 #: Expert output / hidden width and attention MLP sizes of the README CARE command.
 CARE_FEATURE_DIM = 50
@@ -81,7 +81,7 @@ class CAREEncoder(nn.Module):
         self.gate = AttentionGate(task_dim, num_experts)
         self.feature_dim = self.experts.feature_dim
 
-    def forward(self, obs: torch.Tensor, task: torch.Tensor | None,
+    def forward(self, obs: torch.Tensor, task: TaskIndex | None,
                 task_encoding: torch.Tensor | None) -> torch.Tensor:
         if task_encoding is None:
             raise ValueError("CAREEncoder needs the task encoding to weight its experts; got None")

@@ -1,9 +1,13 @@
-"""Plain MLP trunk and the reference initialisation rule (mtrl ``build_mlp``, ``weight_init``)."""
+"""The layers the methods are built from, and the reference initialisation rule: the plain MLP
+(mtrl ``build_mlp``, ``weight_init``), the identity encoder, and the batched expert Linear
+(mtrl ``moe_layer.Linear``) of Soft Modularization's modules and CARE's encoders."""
 
 from __future__ import annotations
 
 import torch
 from torch import nn
+
+from .task_index import TaskIndex
 
 
 def build_mlp(in_dim: int, hidden_dim: int, out_dim: int, num_layers: int) -> nn.Sequential:
@@ -60,7 +64,7 @@ class MLPTrunk(nn.Module):
         super().__init__()
         self.net = build_mlp(in_dim, hidden_dim, out_dim, num_layers)
 
-    def forward(self, x: torch.Tensor, task: torch.Tensor | None = None,
+    def forward(self, x: torch.Tensor, task: TaskIndex | None = None,
                 task_encoding: torch.Tensor | None = None) -> torch.Tensor:
         return self.net(x)
 
@@ -74,8 +78,42 @@ class IdentityEncoder(nn.Module):
         self.onehot = onehot
         self.feature_dim = obs_dim + (num_tasks if onehot else 0)
 
-    def forward(self, obs: torch.Tensor, task: torch.Tensor,
+    def forward(self, obs: torch.Tensor, task: TaskIndex,
                 task_encoding: torch.Tensor | None = None) -> torch.Tensor:
         if not self.onehot:
             return obs
-        return torch.cat([obs, nn.functional.one_hot(task, self.num_tasks).to(obs.dtype)], dim=-1)
+        onehot = nn.functional.one_hot(task.ids, self.num_tasks).to(obs.dtype)
+        return torch.cat([obs, onehot], dim=-1)
+
+
+class ExpertLinear(nn.Module):
+    """``num_experts`` parallel Linear layers in one tensor (mtrl ``moe_layer.Linear``).
+
+    Weight ``E x in x out``, bias ``E x 1 x out``. Input ``(B, in)`` is broadcast to every
+    expert; input ``(E, B, in)`` feeds expert ``e`` with slice ``e``. Output ``(E, B, out)``.
+    """
+
+    def __init__(self, num_experts: int, in_dim: int, out_dim: int) -> None:
+        super().__init__()
+        self.num_experts = num_experts
+        self.in_dim = in_dim
+        self.out_dim = out_dim
+        self.weight = nn.Parameter(torch.empty(num_experts, in_dim, out_dim))
+        self.bias = nn.Parameter(torch.empty(num_experts, 1, out_dim))
+
+    def reset_parameters(self, generator: torch.Generator | None) -> None:
+        """mtrl ``weight_init_moe_layer``: Xavier-uniform per expert, zero bias."""
+        for e in range(self.num_experts):
+            nn.init.xavier_uniform_(self.weight[e], generator=generator)
+        nn.init.zeros_(self.bias)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x.matmul(self.weight) + self.bias
+
+
+def init_expert_layers(module: nn.Module, generator: torch.Generator | None) -> None:
+    """Apply the expert init to every :class:`ExpertLinear` inside ``module``
+    (``ptsl.core.nets.mlp.weight_init`` only knows ``nn.Linear``)."""
+    for m in module.modules():
+        if isinstance(m, ExpertLinear):
+            m.reset_parameters(generator)

@@ -7,11 +7,10 @@ bias-free down/up projections ``D``/``U`` (never per task) and a low-rank task l
 
 Departure from the reference's mechanics (not its maths): the reference stores the batch's task
 indices in every layer through a ``set_indices`` side channel before each forward; here the
-task index tensor is an argument of ``forward`` and ``W_t``/``c_t`` are gathered per row, so a
-mixed-task batch needs no state. Each row's task layer is computed by :func:`task_layer` (rows
-grouped by task on CPU, one GEMM over every task with static shapes on a GPU) instead of the
-reference's gather and batched matmul: the same values and gradients, faster. The residual mixing
-is the reference's.
+batch's :class:`~ptsl.core.nets.task_index.TaskIndex` is an argument of ``forward``, so a
+mixed-task batch needs no state. Each row's task layer is :meth:`TaskIndex.layer` (rows grouped
+by task) instead of the reference's gather and batched matmul: the same values and gradients,
+faster. The residual mixing is the reference's.
 """
 
 from __future__ import annotations
@@ -21,9 +20,8 @@ from typing import NamedTuple
 import torch
 from torch import nn
 
-from .task_index import gather_task, select_task_rows
-
-RESIDUAL_MODES = ("none", "sum", "linear", "project")
+from ..methods import RESIDUAL_MODES
+from .task_index import TaskIndex
 
 
 def keep_down_projection(in_dim: int, pal_dim: int, num_tasks: int) -> bool:
@@ -37,50 +35,6 @@ def keep_up_projection(out_dim: int, p_in: int, pal_dim: int, num_tasks: int) ->
     """Reference rule: an own up-projection is kept iff it needs no more parameters than
     letting the task layers write the ``out_dim`` output directly (``p_in``: task-layer input)."""
     return out_dim * pal_dim + num_tasks * (p_in + 1) * pal_dim <= num_tasks * (p_in + 1) * out_dim
-
-
-def task_layer(z: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, task: torch.Tensor,
-               static: bool = False) -> torch.Tensor:
-    """``z[b] @ weight[task[b]] + bias[task[b]]`` for every row ``b``.
-
-    By default (CPU) the rows are grouped by task and each group is multiplied by its own task's
-    matrix only (several times faster than the alternatives: a per-row gather's backward is a
-    slow scatter-add, and multiplying every row by every task's matrix does ``num_tasks`` times
-    the work). Grouping needs the group sizes on the host and its kernels depend on the batch's
-    task mix, which a GPU stream and a captured graph cannot have, so with ``static`` every
-    task's layer is computed in one GEMM and each row keeps its own task's output. Both give the
-    same values; rows of other tasks add nothing to a task's gradient.
-    """
-    return (task_layer_every_task if static else task_layer_grouped)(z, weight, bias, task)
-
-
-def task_layer_every_task(z: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor,
-                          task: torch.Tensor) -> torch.Tensor:
-    """:func:`task_layer` as one GEMM over every task, then a per-row selection: no host read,
-    shapes independent of the task mix, and no sort in the backward
-    (:mod:`ptsl.core.nets.task_index`)."""
-    n, p_in, p_out = weight.shape
-    y_all = (z @ weight.transpose(0, 1).reshape(p_in, n * p_out)).view(-1, n, p_out)
-    return gather_task(y_all, task) + select_task_rows(bias, task, static=True)
-
-
-def task_layer_grouped(z: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor,
-                       task: torch.Tensor) -> torch.Tensor:
-    """:func:`task_layer` with the rows grouped by task, one GEMM per task present.
-
-    Each group is multiplied feature-major (``W_t^T z_t^T``, as :func:`ptsl.core.nets.mlp.feature_major`):
-    a group may hold only a few rows, and a product with 5 to 11 rows would take bits that
-    depend on the CPU thread count."""
-    n = weight.shape[0]
-    order = torch.argsort(task, stable=True)
-    counts = torch.bincount(task, minlength=n).tolist()
-    # Contiguous operands: autograd then keeps the backward products feature-major too.
-    columns = z.index_select(0, order).t().contiguous().split(counts, dim=1)
-    weight_t, bias_t = weight.transpose(1, 2).contiguous(), bias.unsqueeze(2)
-    y_t = torch.cat([torch.addmm(bias_t[t], weight_t[t], columns[t])
-                     for t in range(n) if counts[t]], dim=1)
-    # Back to the batch's column order; index_copy's backward is a cheap index_select.
-    return y_t.new_empty(y_t.shape).index_copy(1, order, y_t).t()
 
 
 class PALOutput(NamedTuple):
@@ -154,8 +108,6 @@ class PALLayer(nn.Module):
         self.task_bias = nn.Parameter(torch.empty(num_tasks, self.p_out))
         self.activation = activation
         self.num_tasks = num_tasks
-        #: The task layer's formulation (:mod:`ptsl.core.nets.task_index`).
-        self.static_shapes = False
 
     def reset_task_parameters(self, generator: torch.Generator | None) -> None:
         """Reference init of the task layers (untouched by ``weight_init`` there):
@@ -163,7 +115,7 @@ class PALLayer(nn.Module):
         nn.init.normal_(self.task_weight, generator=generator)
         nn.init.zeros_(self.task_bias)
 
-    def forward(self, x: torch.Tensor, task: torch.Tensor, mix: ResidualMix | None = None,
+    def forward(self, x: torch.Tensor, task: TaskIndex, mix: ResidualMix | None = None,
                 prev: tuple[torch.Tensor, torch.Tensor] | None = None) -> PALOutput:
         if self.down is not None:
             # S x + b and D x in one GEMM over the stacked weights [S; D] (bias 0 for D's rows):
@@ -176,7 +128,7 @@ class PALLayer(nn.Module):
         else:
             shared, z_raw = self.shared(x), x
         z = mix(z_raw, *prev) if (mix is not None and prev is not None) else z_raw
-        y_low = task_layer(z, self.task_weight, self.task_bias, task, self.static_shapes)
+        y_low = task.layer(z, self.task_weight, self.task_bias)
         y = torch.addmm(shared, y_low, self.up.weight.t()) if self.up is not None else shared + y_low
         return PALOutput(torch.relu(y) if self.activation else y, z_raw, y_low)
 
@@ -237,7 +189,7 @@ class FeedForwardPAL(nn.Module):
                     f"{p}-dim space, but layer {i} maps {layer.p_in} -> {layer.p_out} (with "
                     f"{what} the automatic rule skips a projection); use residual_mode='none'")
 
-    def forward(self, x: torch.Tensor, task: torch.Tensor,
+    def forward(self, x: torch.Tensor, task: TaskIndex,
                 task_encoding: torch.Tensor | None = None) -> torch.Tensor:
         prev: tuple[torch.Tensor, torch.Tensor] | None = None
         for i, layer in enumerate(self.layers):

@@ -1,9 +1,9 @@
 """Soft Modularization as mtrl implements it (reference doc 3;
 mtrl ``soft_modularization.py`` and ``moe_layer.Linear``).
 
-Pieces: the batched expert Linear (also used by CARE's encoder), the feed-forward state
-encoder, the routing network, the soft-modularized trunk, and the critic's obs-action
-projection in front of it.
+Pieces: the feed-forward state encoder, the routing network, the soft-modularized trunk of
+:class:`~ptsl.core.nets.mlp.ExpertLinear` modules, and the critic's obs-action projection in
+front of it.
 """
 
 from __future__ import annotations
@@ -12,43 +12,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .mlp import build_mlp
+from .mlp import ExpertLinear, build_mlp
+from .task_index import TaskIndex
 
 #: Width of the state encoder output (mtrl ``feedforward`` encoder: hidden 50, feature 50).
 ENCODER_DIM = 50
-
-
-class ExpertLinear(nn.Module):
-    """``num_experts`` parallel Linear layers in one tensor (mtrl ``moe_layer.Linear``).
-
-    Weight ``E x in x out``, bias ``E x 1 x out``. Input ``(B, in)`` is broadcast to every
-    expert; input ``(E, B, in)`` feeds expert ``e`` with slice ``e``. Output ``(E, B, out)``.
-    """
-
-    def __init__(self, num_experts: int, in_dim: int, out_dim: int) -> None:
-        super().__init__()
-        self.num_experts = num_experts
-        self.in_dim = in_dim
-        self.out_dim = out_dim
-        self.weight = nn.Parameter(torch.empty(num_experts, in_dim, out_dim))
-        self.bias = nn.Parameter(torch.empty(num_experts, 1, out_dim))
-
-    def reset_parameters(self, generator: torch.Generator | None) -> None:
-        """mtrl ``weight_init_moe_layer``: Xavier-uniform per expert, zero bias."""
-        for e in range(self.num_experts):
-            nn.init.xavier_uniform_(self.weight[e], generator=generator)
-        nn.init.zeros_(self.bias)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x.matmul(self.weight) + self.bias
-
-
-def init_expert_layers(module: nn.Module, generator: torch.Generator | None) -> None:
-    """Apply the expert init to every :class:`ExpertLinear` inside ``module``
-    (``ptsl.core.nets.mlp.weight_init`` only knows ``nn.Linear``)."""
-    for m in module.modules():
-        if isinstance(m, ExpertLinear):
-            m.reset_parameters(generator)
 
 
 class FeedForwardEncoder(nn.Module):
@@ -60,7 +28,7 @@ class FeedForwardEncoder(nn.Module):
         self.trunk = build_mlp(obs_dim, hidden_dim, feature_dim, num_layers)
         self.feature_dim = feature_dim
 
-    def forward(self, obs: torch.Tensor, task: torch.Tensor | None = None,
+    def forward(self, obs: torch.Tensor, task: TaskIndex | None = None,
                 task_encoding: torch.Tensor | None = None) -> torch.Tensor:
         return self.trunk(obs)
 
@@ -124,7 +92,7 @@ class SoftModularizedMLP(nn.Module):
         """The ``(num_layers - 1, B, E, E)`` routing probabilities for input ``x``."""
         return self.routing(x, task_encoding)
 
-    def forward(self, x: torch.Tensor, task: torch.Tensor | None = None,
+    def forward(self, x: torch.Tensor, task: TaskIndex | None = None,
                 task_encoding: torch.Tensor | None = None) -> torch.Tensor:
         if task_encoding is None:
             raise ValueError("SoftModularizedMLP routes on the task encoding; got None")
@@ -146,6 +114,6 @@ class ObsActionProjection(nn.Module):
         self.projection = nn.Linear(in_dim, out_dim)
         self.trunk = trunk
 
-    def forward(self, x: torch.Tensor, task: torch.Tensor | None = None,
+    def forward(self, x: torch.Tensor, task: TaskIndex | None = None,
                 task_encoding: torch.Tensor | None = None) -> torch.Tensor:
         return self.trunk(self.projection(x), task, task_encoding)

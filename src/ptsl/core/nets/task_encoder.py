@@ -24,7 +24,7 @@ from torch import nn
 from ..benchmarks import EMBEDDING_DIM
 from ..errors import CorruptFileError
 from .mlp import build_mlp, feature_major, weight_init
-from .task_index import select_task_rows
+from .task_index import TaskIndex
 
 #: Width of the task encoding (mtrl ``task_encoder_cfg.model_cfg.output_dim`` and embedding_dim).
 TASK_ENCODING_DIM = 50
@@ -136,8 +136,6 @@ class TaskEncoder(nn.Module):
         self.embedding = embedding
         self.trunk = build_mlp(embedding.out_dim, dim, dim, 2)
         self.out_dim = dim
-        #: How each row gets its task's encoding (:mod:`ptsl.core.nets.task_index`).
-        self.static_shapes = False
 
     @classmethod
     def learned(cls, num_tasks: int, generator: torch.Generator | None,
@@ -160,12 +158,11 @@ class TaskEncoder(nn.Module):
         self.embedding.reset_parameters(generator)
         weight_init(self.trunk, generator)
 
-    def forward(self, task: torch.Tensor) -> torch.Tensor:
+    def forward(self, task: TaskIndex) -> torch.Tensor:
         # The encoding depends on the task index alone, so encode each of the N tasks once and
         # give every row its task's encoding: the same values and gradients as encoding all B
         # rows (B = 1280 >> N), without B x 768 x 100 multiply-adds per update. Not [task]: its
         # backward (an accumulating index_put) sums each task's rows in an order that varies
         # run to run on several CPU threads at the paper's batch, and sorts on a GPU.
-        every_task = torch.arange(self.embedding.num_tasks, device=task.device)
-        return select_task_rows(feature_major(self.trunk, self.embedding(every_task)), task,
-                                self.static_shapes)
+        every_task = torch.arange(self.embedding.num_tasks, device=task.ids.device)
+        return task.rows(feature_major(self.trunk, self.embedding(every_task)))

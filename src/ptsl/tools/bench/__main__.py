@@ -3,7 +3,7 @@
 Measures, on this machine and in one run, interleaved so that ratios survive a noisy machine:
 environment throughput (raw Meta-World on one core, the MT10/MT50 vector environments sync and
 async, collection with the policy in the loop); the GEMM rate and each update's FLOPs against
-that floor; updates per second at paper size for every method on the plain and the fast path
+that floor; updates per second at paper size for every method (eager, and on CUDA captured)
 beside Stable-Baselines3's SAC step; the real training loop end to end on MT10; on CUDA, several
 runs sharing one GPU. Prints a table and writes JSON to ``reports/bench/<device>.json``.
 """
@@ -23,7 +23,7 @@ import torch
 
 from ...core.envs import load_tasks
 from ...core.files import write_json
-from ...core.runtime import Runtime
+from ...core.runtime import Runtime, precision
 from ...ops.params import load_params
 from ...ops.paths import TASK_CACHE
 from ...ops.stage import run_stage
@@ -38,7 +38,7 @@ PACKAGES = ("torch", "numpy", "metaworld", "mujoco", "gymnasium", "stable-baseli
 
 def _device_info(device: torch.device) -> dict[str, Any]:
     info: dict[str, Any] = {"type": device.type, "threads": torch.get_num_threads(),
-                            "cpu": _cpu_name(), "logical_cpus": _cpu_count()}
+                            "cpu": _cpu_name(), "logical_cpus": _cpu_count(), **precision()}
     if device.type == "cuda":
         info["gpu"] = torch.cuda.get_device_name(device)
     return info
@@ -81,7 +81,7 @@ def _print_table(result: dict[str, Any]) -> None:
     if "updates" in result:
         up = result["updates"]
         print(f"\nGEMM rate (1280x400 @ 400x400) among the updates: {up['gemm_gflops']:,.1f} "
-              f"GFLOP/s (best round {up['gemm_gflops_best']:,.1f}); floor = the fast path's "
+              f"GFLOP/s (best round {up['gemm_gflops_best']:,.1f}); floor = the update's "
               "matrix-multiply FLOPs / this rate")
         print("\nUpdate at paper size (batch 1280)            updates/s   ms/update  GFLOP  "
               "floor ms  time/floor")
@@ -152,8 +152,8 @@ def main() -> None:
     runtime = Runtime.from_env()
     device = runtime.torch_device()
     threads = args.threads or runtime.threads or (1 if device.type == "cpu" else 0)
-    # PTSL_GRAPH and PTSL_VECTOR as the environment says; the fast path, as training runs.
-    runtime = dataclasses.replace(runtime, device=device.type, threads=threads, fast=True)
+    # PTSL_GRAPH and PTSL_VECTOR as the environment says, as training runs.
+    runtime = dataclasses.replace(runtime, device=device.type, threads=threads)
     runtime.apply()  # the same process set-up as a training stage
     cuda = device.type == "cuda"
     rounds = 1 if args.quick else (args.rounds or (5 if cuda else 12))
@@ -173,7 +173,7 @@ def main() -> None:
     mt10 = load_tasks("mt10", 1, TASK_CACHE)
     if "envs" in sections:
         progress("environments")
-        policy_agent = paper_agent(params, "mt10_mtsac", mt10.names, device, fast=True)
+        policy_agent = paper_agent(params, "mt10_mtsac", mt10.names, device)
 
         def policy_factory(num_tasks: int):
             import numpy as np

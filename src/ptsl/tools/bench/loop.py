@@ -3,7 +3,6 @@ at the paper's settings (networks, batch 1280, one update per vector step), afte
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -30,12 +29,9 @@ def measure_loop(params: Params, runtime: Runtime, task_cache: Path | None, *, w
     window)."""
     rows: dict[str, Any] = {}
     total = INIT_STEPS + warmup + measured
-    # Every method on the fast path, and MT-SAC on the plain one (nothing overlapped) beside it.
     methods = method_rows(params)
     runs = [(label, exp, runtime) for name, (label, exp) in methods.items()
             if only is None or name in only]
-    runs.append((f"{methods['mtsac'][0]}, plain path", methods["mtsac"][1],
-                 dataclasses.replace(runtime, fast=False)))
     for label, exp, rt in runs:
         cfg = run_config(params, exp, 1)
         cfg = cfg.model_copy(update={
@@ -58,6 +54,5 @@ def measure_loop(params: Params, runtime: Runtime, task_cache: Path | None, *, w
                        "env_steps_per_s": measured * num_tasks("mt10") / seconds,
                        "measured_vector_steps": measured,
                        "vector": rt.vector_mode(num_tasks("mt10")),
-                       "update": "captured" if rt.runs_static_step(rt.torch_device()) and rt.graph
-                       else ("fast" if rt.fast else "plain")}
+                       "update": rt.update_path(rt.torch_device())}
     return rows

@@ -1,6 +1,6 @@
-"""Update throughput at paper size: every method on the plain and the fast path (and on CUDA the
-captured one the training loop runs there), beside Stable-Baselines3's SAC training step with the
-same networks, against the GEMM floor."""
+"""Update throughput at paper size: every method's update run eagerly (and on CUDA captured as the
+training loop runs it there), beside Stable-Baselines3's SAC training step with the same
+networks, against the GEMM floor."""
 
 from __future__ import annotations
 
@@ -13,12 +13,9 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from ...core.agent import MultiTaskSAC
 from ...core.benchmarks import ACTION_DIM, OBS_DIM
-from ...core.buffer import DeviceReplayBuffer, ReplayBuffer
+from ...core.buffer import ReplayBuffer
 from ...core.builders import Shapes, build_agent
-from ...core.loop import static_step
 from ...core.methods import METHODS
-from ...core.runtime import Runtime
-from ...core.update_step import CapturedStep
 from ...ops.params import Params, run_config
 from .timing import Work, interleave
 
@@ -61,8 +58,7 @@ def gemm_work(device: torch.device, size: tuple[int, int, int] = (1280, 400, 400
 
 
 def random_buffer(num_tasks: int, size: int = BUFFER_ROWS, seed: int = 0,
-                  buf: ReplayBuffer | DeviceReplayBuffer | None = None
-                  ) -> ReplayBuffer | DeviceReplayBuffer:
+                  buf: Any = None) -> Any:
     """``buf`` (default: a new host buffer of ``size``) filled with ``size`` random transitions:
     the update's cost does not depend on the values."""
     rng = np.random.default_rng(seed)
@@ -75,29 +71,27 @@ def random_buffer(num_tasks: int, size: int = BUFFER_ROWS, seed: int = 0,
 
 
 def paper_agent(params: Params, experiment: str, task_names: tuple[str, ...],
-                device: torch.device, fast: bool, capturable: bool = False) -> MultiTaskSAC:
+                device: torch.device) -> MultiTaskSAC:
     """The agent of ``experiment`` at the paper's sizes and batch, on ``device``."""
     cfg = run_config(params, experiment, 1)
     cfg = cfg.model_copy(update={"sac": cfg.sac.model_copy(update={"batch_size": PAPER_BATCH})})
-    agent = build_agent(cfg, Shapes(OBS_DIM, ACTION_DIM, len(task_names)), task_names, device,
-                        capturable=capturable)
-    agent.fast_path = fast
-    return agent
+    return build_agent(cfg, Shapes(OBS_DIM, ACTION_DIM, len(task_names)), task_names, device)
 
 
 def captured_update(params: Params, experiment: str, task_names: tuple[str, ...],
-                    device: torch.device) -> CapturedStep:
+                    device: torch.device) -> Callable[[], Any]:
     """The training loop's CUDA update of ``experiment`` at paper size: the static step on a
-    device buffer of random rows, replayed as a CUDA graph (:func:`ptsl.core.loop.static_step`)."""
-    agent = paper_agent(params, experiment, task_names, device, fast=True, capturable=True)
-    buffer = random_buffer(len(task_names),
-                           buf=DeviceReplayBuffer(BUFFER_ROWS, OBS_DIM, ACTION_DIM, device, seed=0))
-    step = static_step(agent, buffer, PAPER_BATCH, Runtime(device="cuda"))
-    assert isinstance(step, CapturedStep)
-    return step
+    device buffer of random rows, replayed as a CUDA graph (:func:`ptsl.core.cuda.accelerate`)."""
+    from ...core.cuda import accelerate
+
+    agent = paper_agent(params, experiment, task_names, device)
+    sac = agent.sac.model_copy(update={"buffer_capacity": BUFFER_ROWS})
+    buffer, update = accelerate(agent, sac, OBS_DIM, ACTION_DIM, seed=0, graph=True)
+    random_buffer(len(task_names), buf=buffer)
+    return update
 
 
-def _captured_work(step: CapturedStep, device: torch.device, updates: int) -> Work:
+def _captured_work(step: Callable[[], Any], device: torch.device, updates: int) -> Work:
     def work() -> float:
         for _ in range(updates):
             step()
@@ -115,12 +109,10 @@ def _sync(device: torch.device) -> None:
 def _update_work(agent: MultiTaskSAC, buffer: ReplayBuffer, device: torch.device,
                  updates: int, seed: int) -> Work:
     rng = np.random.default_rng(seed)
-    step = [0]
 
     def work() -> float:
         for _ in range(updates):
-            agent.update(buffer.sample(PAPER_BATCH, rng, device), step[0])
-            step[0] += 1
+            agent.update(buffer.sample(PAPER_BATCH, rng, device))
         _sync(device)
         return updates
 
@@ -131,7 +123,7 @@ def update_flops(agent: MultiTaskSAC, buffer: ReplayBuffer, device: torch.device
     """Matrix-multiply FLOPs of one update (forward and backward), counted by torch."""
     batch = buffer.sample(PAPER_BATCH, np.random.default_rng(123), device)
     with FlopCounterMode(display=False) as counter:
-        agent.update(batch, 0)
+        agent.update(batch)
     return int(counter.get_total_flops())
 
 
@@ -176,21 +168,20 @@ def sb3_step(device: torch.device, buffer_size: int = BUFFER_ROWS) -> tuple[Work
 def measure_updates(params: Params, task_names: tuple[str, ...], device: torch.device, *,
                     rounds: int, updates: int,
                     progress: Callable[[str], None] | None = None) -> dict[str, Any]:
-    """Updates per second of every method, plain and fast, and SB3's step, interleaved with
-    the GEMM rate that gives each its floor."""
+    """Updates per second of every method (eager, and on CUDA captured), and SB3's step,
+    interleaved with the GEMM rate that gives each its floor."""
     buffer = random_buffer(len(task_names))
     contenders: dict[str, Work] = {GEMM: gemm_work(device)}
     flops: dict[str, int] = {}
     rows_of = method_rows(params)
     for label, exp in rows_of.values():
-        for fast in (False, True):
-            agent = paper_agent(params, exp, task_names, device, fast)
-            name = f"{label} | {'fast' if fast else 'plain'}"
-            flops[name] = update_flops(agent, buffer, device)
-            contenders[name] = _update_work(agent, buffer, device, updates, seed=len(contenders))
+        agent = paper_agent(params, exp, task_names, device)
+        name = f"{label} | eager"
+        flops[name] = update_flops(agent, buffer, device)
+        contenders[name] = _update_work(agent, buffer, device, updates, seed=len(contenders))
         if device.type == "cuda":  # what the training loop runs there
             name = f"{label} | captured"
-            flops[name] = flops[f"{label} | fast"]
+            flops[name] = flops[f"{label} | eager"]
             contenders[name] = _captured_work(captured_update(params, exp, task_names, device),
                                               device, updates)
     sb3_work, sb3_flops, sb3_note = sb3_step(device)
@@ -205,30 +196,25 @@ def measure_updates(params: Params, task_names: tuple[str, ...], device: torch.d
         if name == GEMM:
             continue
         ups = rates.median(name)
-        # The floor is the work the update needs: the fast path's FLOPs (the plain path also
-        # forms the critic's weight gradients in the actor step, which nothing uses). Time over
-        # floor = GEMM rate / (FLOPs x update rate), paired within each round.
-        needed = flops[name.replace("| plain", "| fast").replace("| captured", "| fast")]
+        # Time over floor = GEMM rate / (FLOPs x update rate), paired within each round.
+        needed = flops[name]
         rows[name] = {"updates_per_s": ups, "ms_per_update": 1000.0 / ups,
                       "gflop_per_update": flops[name] / 1e9,
                       "floor_ms": 1000.0 * needed / gemm_flops_per_s,
                       "time_over_floor": rates.ratio(GEMM, name) / needed}
-    # The path the training loop takes on this device: captured on CUDA, fast on CPU.
-    best = "captured" if device.type == "cuda" else "fast"
-    fast = {label: f"{label} | {best}" for label, _ in rows_of.values()}
-    mtsac = fast[rows_of["mtsac"][0]]
-    ratios = {f"{label}: fast over plain": rates.ratio(f"{label} | fast", f"{label} | plain")
-              for label in fast}
+    # The path the training loop takes on this device: captured on CUDA, eager on CPU.
+    best = "captured" if device.type == "cuda" else "eager"
+    runs = {label: f"{label} | {best}" for label, _ in rows_of.values()}
+    mtsac = runs[rows_of["mtsac"][0]]
+    ratios = {}
     if device.type == "cuda":
-        ratios.update({f"{label}: captured over fast": rates.ratio(f"{label} | captured",
-                                                                   f"{label} | fast")
-                       for label in fast})
+        ratios.update({f"{label}: captured over eager": rates.ratio(f"{label} | captured",
+                                                                    f"{label} | eager")
+                       for label in runs})
     ratios.update({f"{label}: time over MT-SAC's ({best})": rates.ratio(mtsac, name)
-                   for label, name in fast.items() if name != mtsac})
+                   for label, name in runs.items() if name != mtsac})
     if sb3_work is not None:
-        ratios["MT-SAC fast over Stable-Baselines3"] = rates.ratio(mtsac, sb3_name)
-        ratios["MT-SAC plain over Stable-Baselines3"] = rates.ratio(
-            f"{rows_of['mtsac'][0]} | plain", sb3_name)
+        ratios["MT-SAC over Stable-Baselines3"] = rates.ratio(mtsac, sb3_name)
     return {"rows": rows, "ratios": ratios, "gemm_gflops": gemm_flops_per_s / 1e9,
             "gemm_gflops_best": rates.best(GEMM) / 1e9,
             "sb3": sb3_note if sb3_work is not None else None,

@@ -1,61 +1,38 @@
-"""The SAC update as a static step: what a CUDA graph captures, and what runs eagerly on CPU in
-the tests that check it.
+"""The SAC update as a static step, and the protocol that captures it as a CUDA graph.
 
 A captured graph replays fixed kernels on fixed addresses, so the step has static input, index
 and output tensors, makes no host read, and takes shapes that do not depend on the batch's task
-mix (the agent's static task selections, :mod:`ptsl.core.nets.task_index`). Its maths is the
-agent's own :meth:`~ptsl.core.agent.MultiTaskSAC.fast_update`: one copy of the update.
+mix (:class:`~ptsl.core.cuda.task_index.StaticTaskIndex`). Its maths is the agent's own
+:meth:`~ptsl.core.agent.MultiTaskSAC.update`: one copy of the update.
 
 - :class:`UpdateStep`: draw indices, gather the rows into a static batch, update, write the
   five losses into a static (5,) tensor.
-- :class:`DeviceSampler` draws the indices on the device (inside the graph) against the buffer's
-  size held on the device; :class:`HostSampler` draws them on the host as
-  :meth:`ptsl.core.buffer.ReplayBuffer.sample` does, for the CPU comparisons.
 - :class:`CapturedStep`: the capture protocol (eager warm-up updates, one capture, replays,
-  re-capture after a resume) over a backend; :mod:`ptsl.core.cuda_graph` is the CUDA one.
+  re-capture after a resume) over a backend; :mod:`ptsl.core.cuda.graph` is the CUDA one, and
+  the tests run the protocol on CPU with a stand-in.
 """
 
 from __future__ import annotations
 
+import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import fields
+from pathlib import Path
 from typing import Protocol
 
-import numpy as np
 import torch
 
-from .agent import MultiTaskSAC
-from .buffer import Batch, DeviceReplayBuffer
-from .errors import GraphCaptureError
+from ..agent import MultiTaskSAC
+from ..buffer import Batch
+from ..errors import GraphCaptureError
+from .buffer import DeviceReplayBuffer
 
 LOSS_NAMES = ("critic_loss", "actor_loss", "alpha_loss", "alpha_mean", "entropy")
 #: Eager updates before the capture: they allocate Adam's moments and the libraries' workspaces,
 #: which a capture must find in place (and they are real updates, counted as such).
 WARMUP_UPDATES = 3
-
-
-class DeviceSampler:
-    """Uniform indices over the buffer's stored rows, drawn on its device with no host read:
-    62 random bits modulo the size the buffer keeps on the device (the bias is below 2**-40 for
-    any buffer that fits in memory)."""
-
-    def __init__(self, buffer: DeviceReplayBuffer, generator: torch.Generator | None) -> None:
-        self.buffer, self.generator = buffer, generator
-
-    def draw(self, idx: torch.Tensor) -> None:
-        torch.randint(0, 2**62, idx.shape, generator=self.generator, device=idx.device, out=idx)
-        idx.remainder_(self.buffer.size_t)
-
-
-class HostSampler:
-    """Indices from a numpy generator, drawn as :meth:`ReplayBuffer.sample` draws them: a step
-    fed by it takes the same batches as the CPU training loop."""
-
-    def __init__(self, buffer: DeviceReplayBuffer, rng: np.random.Generator) -> None:
-        self.buffer, self.rng = buffer, rng
-
-    def draw(self, idx: torch.Tensor) -> None:
-        idx.copy_(torch.from_numpy(self.rng.integers(0, len(self.buffer), size=idx.shape[0])))
+#: The package's folder: a failed capture names the innermost frame inside it.
+_PACKAGE = Path(__file__).resolve().parents[2]
 
 
 class Sampler(Protocol):
@@ -66,9 +43,9 @@ class UpdateStep:
     """One update of ``agent`` on ``batch_size`` rows of ``buffer`` with static tensors.
 
     Calling it fills :attr:`idx` (``sampler``), gathers the rows into :attr:`batch` (contiguous
-    fields, as :meth:`ReplayBuffer.sample` gives them), runs the agent's fast update and writes
-    the losses into :attr:`out` in :data:`LOSS_NAMES` order. Every tensor it owns keeps its
-    address from call to call.
+    fields, as :meth:`ReplayBuffer.sample` gives them), runs the agent's update and writes the
+    losses into :attr:`out` in :data:`LOSS_NAMES` order. Every tensor it owns keeps its address
+    from call to call.
     """
 
     def __init__(self, agent: MultiTaskSAC, buffer: DeviceReplayBuffer, batch_size: int,
@@ -92,7 +69,7 @@ class UpdateStep:
         view = self.buffer.fields(self.rows)
         for f in fields(Batch):
             getattr(self.batch, f.name).copy_(getattr(view, f.name))
-        losses = self.agent.fast_update(self.batch)
+        losses = self.agent.update(self.batch)
         torch.stack([losses[name] for name in LOSS_NAMES], out=self.out)
 
     def losses(self) -> dict[str, torch.Tensor]:
@@ -130,6 +107,7 @@ class CapturedStep:
         self.graph: Graph | None = None
         self.eager_done = 0
         self.captures = 0
+        self.replays = 0
         self._captured_at: tuple[int, ...] | None = None
 
     def __call__(self) -> None:
@@ -142,14 +120,12 @@ class CapturedStep:
         if self.graph is None:
             try:
                 self.graph = self.backend.capture(self.step, self.generators)
-            except Exception as exc:  # any failure: the same advice
-                raise GraphCaptureError(
-                    f"capturing the update as a CUDA graph failed ({type(exc).__name__}: "
-                    f"{str(exc).splitlines()[0] if str(exc) else 'no message'}); set "
-                    "PTSL_GRAPH=0 to train without capture") from exc
+            except Exception as exc:  # any failure: name its cause, and the same advice
+                raise capture_failure(exc) from exc
             self._captured_at = self.versions()
             self.captures += 1
         self.graph.replay()
+        self.replays += 1
 
     def invalidate(self) -> None:
         """Drop the graph: the next calls warm up and capture again."""
@@ -158,3 +134,26 @@ class CapturedStep:
     def losses(self) -> dict[str, torch.Tensor]:
         """The last update's losses (see :meth:`UpdateStep.losses`)."""
         return self.step.losses()
+
+
+def capture_failure(exc: BaseException) -> GraphCaptureError:
+    """One line for a failed capture: the first exception of the chain (an op that breaks a
+    capture raises inside the step, and torch's ``graph.__exit__`` then raises "operation failed
+    due to a previous error during capture" on top of it), its first line, the innermost frame
+    of this package it passed through, and the switch that trains without capture."""
+    root, seen = exc, {id(exc)}
+    while (cause := root.__cause__ or root.__context__) is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        root = cause
+    text = str(root).strip()
+    first = text.splitlines()[0] if text else "no message"
+    where = ""
+    ours = [f for f in traceback.extract_tb(root.__traceback__)
+            if Path(f.filename).resolve().is_relative_to(_PACKAGE)]
+    if ours:
+        frame = ours[-1]
+        where = (f" at {Path(frame.filename).resolve().relative_to(_PACKAGE.parent)}:"
+                 f"{frame.lineno} ({frame.name})")
+    return GraphCaptureError(f"capturing the update as a CUDA graph failed: {type(root).__name__}:"
+                             f" {first}{where}; set PTSL_GRAPH=0 to train without capture (the "
+                             "same numbers, eager)")

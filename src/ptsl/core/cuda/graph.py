@@ -1,5 +1,5 @@
-"""The CUDA side of :class:`ptsl.core.update_step.CapturedStep`: the only code of the captured
-update that needs a GPU (tests marked ``cuda`` run it; everything around it runs on CPU)."""
+"""The CUDA side of :class:`ptsl.core.cuda.step.CapturedStep`: the only code of the GPU path that
+calls CUDA itself (tests marked ``cuda`` run it; everything around it runs on CPU)."""
 
 from __future__ import annotations
 
@@ -33,7 +33,14 @@ class CudaBackend:
             graph.register_generator_state(generator)
         current = torch.cuda.current_stream(self.side.device)
         self.side.wait_stream(current)
-        with torch.cuda.graph(graph, stream=self.side):
-            fn()
+        try:
+            with torch.cuda.graph(graph, stream=self.side):
+                fn()
+        except BaseException:
+            # torch's graph.__exit__ ends the capture, but when that raises (after any error
+            # inside the capture) it never leaves the side stream: make the stream current
+            # before the capture current again, so the caller's next kernels go where they did.
+            torch.cuda.set_stream(current)
+            raise
         current.wait_stream(self.side)
         return graph

@@ -1,38 +1,41 @@
-"""The static update step that a CUDA graph captures, checked on CPU: it is the eager update bit
-for bit for every method, it makes no host read, its operations do not depend on the batch's
-task mix, its tensors keep their addresses, the capture protocol (warm-up, one capture, replays,
-re-capture after a resume) equals eager stepping, the loss history is not aliased, and the
-sampler keeps drawing from the whole buffer as it grows. Only the CUDA backend's few lines are
-left to the tests marked ``cuda``."""
+"""The GPU path (:mod:`ptsl.core.cuda`), checked on CPU: the static step is the update bit for bit
+for every method, it makes no host read, its operations do not depend on the batch's task mix,
+its tensors keep their addresses; the capture protocol (warm-up, one capture, replays,
+re-capture after a resume) equals eager stepping while the buffer grows and the agent acts
+between replays, and each of those checks catches a deliberately broken capture; a failed
+capture names its cause; the loss history is not aliased; the sampler keeps drawing from the
+whole buffer as it grows. Only :mod:`ptsl.core.cuda.graph` is left to the tests marked
+``cuda`` (tests/unit/test_cuda.py), which run the same scenarios on a GPU."""
 
 from __future__ import annotations
 
 import copy
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from ptsl.core.buffer import DeviceReplayBuffer, ReplayBuffer
+from ptsl.core.buffer import ReplayBuffer
 from ptsl.core.builders import build_agent
+from ptsl.core.cuda.buffer import DeviceReplayBuffer, DeviceSampler
+from ptsl.core.cuda.step import LOSS_NAMES, CapturedStep, UpdateStep
+from ptsl.core.cuda.task_index import StaticTaskIndex
 from ptsl.core.errors import GraphCaptureError
-from ptsl.core.update_step import LOSS_NAMES, CapturedStep, DeviceSampler, HostSampler, UpdateStep
+from ptsl.core.nets.task_index import TaskIndex
 
 from ..helpers import assert_same_training_state
-from .test_fast_path import METHODS, NAMES, SHAPES, _cfg
+from . import gpu_scenarios as scenarios
+from .gpu_scenarios import (CapturingStandIn, FrozenSizeStandIn, StandIn,
+                            UnregisteredGeneratorStandIn)
+from .variants import METHODS, NAMES, SHAPES, variant_cfg
 
 BATCH = 48
 ROWS = 500
 
 
 def _transitions(n: int = ROWS, seed: int = 0) -> tuple[np.ndarray, ...]:
-    rng = np.random.default_rng(seed)
-    return (rng.normal(size=(n, 39)).astype(np.float32),
-            rng.uniform(-1, 1, size=(n, 4)).astype(np.float32), rng.normal(size=n),
-            rng.normal(size=(n, 39)).astype(np.float32), (rng.random(n) > 0.1).astype(np.float32),
-            rng.integers(0, SHAPES.num_tasks, size=n))
+    return scenarios.transitions(n, seed, SHAPES)
 
 
 def _buffers() -> tuple[ReplayBuffer, DeviceReplayBuffer]:
@@ -44,9 +47,20 @@ def _buffers() -> tuple[ReplayBuffer, DeviceReplayBuffer]:
     return host, dev
 
 
+class HostSampler:
+    """Indices from a numpy generator, drawn as :meth:`ReplayBuffer.sample` draws them: a step
+    fed by it takes the same batches as the CPU training loop."""
+
+    def __init__(self, buffer: DeviceReplayBuffer, rng: np.random.Generator) -> None:
+        self.buffer, self.rng = buffer, rng
+
+    def draw(self, idx: torch.Tensor) -> None:
+        idx.copy_(torch.from_numpy(self.rng.integers(0, len(self.buffer), size=idx.shape[0])))
+
+
 def _agent(name: str, static: bool):
-    agent = build_agent(_cfg(METHODS[name]), SHAPES, NAMES)
-    agent.set_static_shapes(static)
+    agent = build_agent(variant_cfg(METHODS[name]), SHAPES, NAMES)
+    agent.task_index = StaticTaskIndex if static else TaskIndex
     return agent
 
 
@@ -60,7 +74,7 @@ def test_the_step_is_the_eager_update_bit_for_bit(name):
     rng_a, rng_b = np.random.default_rng(1), np.random.default_rng(1)
     step = UpdateStep(stepped, dev, BATCH, HostSampler(dev, rng_b))
     for s in range(5):
-        expected = eager.update(host.sample(BATCH, rng_a), s)
+        expected = eager.update(host.sample(BATCH, rng_a))
         step()
         got = step.losses()
         for k in LOSS_NAMES:
@@ -127,7 +141,7 @@ def test_the_static_steps_operations_do_not_depend_on_the_task_mix(name):
         grouped = []
         for tasks in (np.arange(ROWS) % SHAPES.num_tasks, 1 + np.arange(ROWS) % 3):
             agent, buf, step = _static_step(name, task_of_rows=tasks)
-            agent.set_static_shapes(False)
+            agent.task_index = TaskIndex
             step()
             with _HostReads() as mode:
                 step()
@@ -156,29 +170,9 @@ def test_the_steps_tensors_keep_their_addresses():
     assert addresses() == before
 
 
-class _StandIn:
-    """A backend that runs the step where CUDA would capture it: eager calls run it, and the
-    'graph' replays it. Records what the protocol asked for."""
-
-    def __init__(self, fail: Exception | None = None) -> None:
-        self.eager_calls = 0
-        self.captured: list[tuple] = []
-        self.fail = fail
-
-    def eager(self, fn) -> None:
-        self.eager_calls += 1
-        fn()
-
-    def capture(self, fn, generators):
-        if self.fail:
-            raise self.fail
-        self.captured.append(tuple(generators))
-        return SimpleNamespace(replay=fn)
-
-
 def _captured(name: str = "care_ptsl", backend=None):
     agent, buf, step = _static_step(name)
-    backend = backend or _StandIn()
+    backend = backend or StandIn()
     return agent, buf, CapturedStep(step, backend, (agent.generator, buf.generator),
                                     lambda: (agent.state_version, buf.state_version)), backend
 
@@ -192,42 +186,73 @@ def test_the_capture_protocol_equals_eager_stepping():
         history.append(captured.losses())
         ref_step()
         ref_history.append(ref_step.losses())
-    assert backend.eager_calls == 3 and captured.captures == 1
+    assert backend.eager_calls == 3 and captured.captures == 1 and captured.replays == 5
     assert backend.captured == [(agent.generator, buf.generator)]
     for got, want in zip(history, ref_history):  # one update per call, warm-up included
         assert all(torch.equal(got[k], want[k]) for k in LOSS_NAMES)
     _same_state(ref_agent, agent)
 
 
-def test_a_resume_recaptures_and_continues_like_eager_stepping():
-    agent, buf, captured, backend = _captured()
-    for _ in range(5):
-        captured()
-    saved = copy.deepcopy({"agent": agent.training_state(), "buffer": buf.state_dict()})
-    ref_agent, ref_buf, ref_step = _static_step("care_ptsl")
-    ref_agent.load_training_state(copy.deepcopy(saved["agent"]))
-    ref_buf.load_state_dict(copy.deepcopy(saved["buffer"]))
-    for _ in range(2):  # a graph of the old state would keep running: the resume must drop it
-        captured()
-    agent.load_training_state(saved["agent"])
-    buf.load_state_dict(saved["buffer"])
-    for _ in range(6):
-        captured()
-        ref_step()
-    assert captured.captures == 2 and backend.eager_calls == 6
-    _same_state(ref_agent, agent)
+@pytest.mark.parametrize("name", ["mtsac", "care_ptsl", "softmod"])
+def test_captured_equals_eager_while_the_buffer_grows_and_the_agent_acts(name):
+    scenarios.grow_act_and_update(variant_cfg(METHODS[name]), SHAPES, NAMES, "cpu", StandIn())
 
 
-def test_a_failed_capture_names_the_cause_and_the_switch():
-    *_, captured, _ = _captured(backend=_StandIn(fail=RuntimeError(
-        "operation not permitted when stream is capturing\nmore detail")))
+@pytest.mark.parametrize("broken", ["frozen size", "unregistered generator"])
+def test_the_growing_buffer_scenario_catches_a_broken_capture(broken, monkeypatch):
+    """What a wrong capture does on a GPU, imitated on CPU: the scenario above fails."""
+    holder: dict = {}
+    backend = (FrozenSizeStandIn(lambda: holder["buffer"]) if broken == "frozen size"
+               else UnregisteredGeneratorStandIn())
+    real_side = scenarios.side
+
+    def side(*args, **kwargs):
+        made = real_side(*args, **kwargs)
+        holder.setdefault("buffer", made.buffer)  # the captured side is made first
+        return made
+
+    monkeypatch.setattr(scenarios, "side", side)
+    with pytest.raises(AssertionError, match="update"):
+        scenarios.grow_act_and_update(variant_cfg(METHODS["mtsac"]), SHAPES, NAMES, "cpu",
+                                      backend)
+
+
+def test_a_resume_recaptures_and_continues_like_an_eager_resume():
+    captured = scenarios.resume_recaptures(variant_cfg(METHODS["care_ptsl"]), SHAPES, NAMES,
+                                           "cpu", StandIn())
+    assert captured.update.runner.backend.eager_calls == 6
+
+
+def test_the_resume_scenario_catches_a_capture_kept_across_a_load(monkeypatch):
+    """A protocol that kept its graph after a resume (on a GPU it would keep updating the
+    replaced Adam moments) fails the scenario."""
+    monkeypatch.setattr(CapturedStep, "invalidate", lambda self: None)
+    with pytest.raises(AssertionError, match="re-capture"):
+        scenarios.resume_recaptures(variant_cfg(METHODS["mtsac"]), SHAPES, NAMES, "cpu",
+                                    StandIn())
+
+
+def test_a_failed_capture_names_the_first_error_its_place_and_the_switch():
+    """torch raises a second error on top of the one that broke the capture; the message names
+    the first, where in this package it happened, and PTSL_GRAPH=0. The host read here is the
+    CPU task layer's group sizes, which the static formulation avoids."""
+    agent, buf, step = _static_step("care_ptsl")
+    agent.task_index = TaskIndex  # group sizes read on the host: no capture possible
+    captured = CapturedStep(step, CapturingStandIn(), (agent.generator, buf.generator),
+                            lambda: (agent.state_version, buf.state_version))
     for _ in range(3):
         captured()
     with pytest.raises(GraphCaptureError) as err:
         captured()
     msg = str(err.value)
-    assert "\n" not in msg and "RuntimeError: operation not permitted" in msg
-    assert "PTSL_GRAPH=0" in msg
+    assert "\n" not in msg and "previous error" not in msg
+    assert "RuntimeError: operation not permitted when stream is capturing (aten.bincount" in msg
+    assert "at ptsl/core/nets/task_index.py:" in msg and "(_counts)" in msg
+    assert msg.endswith("set PTSL_GRAPH=0 to train without capture (the same numbers, eager)")
+    # With the static selections, the same capture goes through.
+    agent.task_index = StaticTaskIndex
+    captured()
+    assert captured.captures == 1
 
 
 def test_loss_history_entries_are_not_aliased():
