@@ -1,0 +1,188 @@
+"""Multi-head SAC's trunk (mtrl's multi-head option, reference 2.3): shapes, mtrl's masked
+formulation, per-task gradients, parameter counts, initialisation and determinism."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from torch import nn
+
+from ptsl.core.nets.multihead import MultiHeadMLP, TaskLinear
+from ptsl.core.cuda.task_index import StaticTaskIndex
+from ptsl.core.nets.task_index import TaskIndex
+
+
+def _net(in_dim: int = 12, hidden: int = 32, out: int = 8, layers: int = 3, tasks: int = 4,
+         head_layers: int = 2, seed: int = 0) -> MultiHeadMLP:
+    net = MultiHeadMLP(in_dim, hidden, out, layers, tasks, head_layers)
+    net.reset_parameters(torch.Generator().manual_seed(seed))
+    return net
+
+
+def _task(ids: list[int] | torch.Tensor, num_tasks: int = 4) -> TaskIndex:
+    return TaskIndex(torch.as_tensor(ids, dtype=torch.int64), num_tasks)
+
+
+def _randomise_biases(net: nn.Module, seed: int = 1) -> None:
+    """Nonzero biases, so that a test also sees the bias terms (mtrl starts them at zero)."""
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in net.named_parameters():
+            if name.endswith("bias"):
+                p.copy_(0.1 * torch.randn(p.shape, generator=gen))
+
+
+# ----------------------------------------------------------------------------- structure
+
+
+def test_shapes_and_layers():
+    net = _net()
+    x, task = torch.randn(20, 12), _task(torch.arange(20) % 4)
+    assert net(x, task).shape == (20, 8)
+    linears = [m for m in net.body if isinstance(m, nn.Linear)]
+    assert [(m.in_features, m.out_features) for m in linears] == [(12, 32)] + [(32, 32)] * 3
+    assert [tuple(h.weight.shape) for h in net.heads] == [(4, 32, 32), (4, 32, 8)]
+    assert [tuple(h.bias.shape) for h in net.heads] == [(4, 32), (4, 8)]
+    one = _net(head_layers=1)
+    assert len(one.heads) == 1 and tuple(one.heads[0].weight.shape) == (4, 32, 8)
+    with pytest.raises(ValueError, match="head_layers >= 1"):
+        MultiHeadMLP(12, 32, 8, 3, 4, head_layers=0)
+
+
+def _mtrl_forward(net: MultiHeadMLP, x: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+    """mtrl's formulation: every head on every row (``moe_layer.FeedForward``), then the
+    ``MaskCache`` mask ``eye(T)[task]``: masked sum over heads over the mask's sum."""
+    h = torch.relu(net.body(x)).expand(net.heads[0].num_tasks, *x.shape[:1], -1)
+    for i, head in enumerate(net.heads):
+        h = (torch.relu(h) if i else h).matmul(head.weight) + head.bias.unsqueeze(1)
+    mask = torch.eye(net.heads[0].num_tasks)[ids].t().unsqueeze(2)  # (T, B, 1)
+    return (h * mask).sum(dim=0) / mask.sum(dim=0)
+
+
+def test_output_is_mtrls_masked_sum_over_heads():
+    net = _net()
+    _randomise_biases(net)
+    x, ids = torch.randn(24, 12), torch.tensor([3, 0, 0, 2, 1, 3] * 4)
+    torch.testing.assert_close(net(x, _task(ids)), _mtrl_forward(net, x, ids),
+                               rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("head_layers", [1, 2])
+def test_head_i_only_receives_task_is_gradient(head_layers):
+    net = _net(head_layers=head_layers)
+    _randomise_biases(net)
+    ids = torch.tensor([0, 1, 2, 3, 2, 1] * 4)
+    x = torch.randn(len(ids), 12)
+    for i in range(4):
+        net.zero_grad(set_to_none=True)
+        net(x, _task(ids))[ids == i].pow(2).sum().backward()
+        for head in net.heads:
+            for p in (head.weight, head.bias):
+                others = torch.cat([p.grad[:i], p.grad[i + 1:]])
+                assert not others.any(), f"head {i}: other tasks' grad is not exactly zero"
+                assert p.grad[i].abs().sum() > 0, f"head {i} received no gradient"
+        # The shared body learns from every task.
+        assert all(p.grad.abs().sum() > 0 for p in net.body.parameters())
+
+
+# ----------------------------------------------------------------------------- counts
+
+
+def _count(module: nn.Module) -> int:
+    return sum(p.numel() for p in module.parameters())
+
+
+def _formula(d: int, o: int, h: int, layers: int, tasks: int, head_layers: int = 2) -> int:
+    """mtrl's multi-head network: body ``build_mlp(d, H, H, L)`` = ``dH + H + L (H^2 + H)``;
+    heads ``T ((m - 1)(H^2 + H) + H o + o)`` for ``m`` head layers."""
+    body = d * h + h + layers * (h * h + h)
+    return body + tasks * ((head_layers - 1) * (h * h + h) + h * o + o)
+
+
+# mtrl's 400x3 at MT10, a small MT50 one, and the Meta-World+ shape (obs + one-hot input,
+# three activated layers, one head layer).
+@pytest.mark.parametrize("obs,hidden,layers,tasks,head_layers", [
+    (12, 400, 3, 10, 2), (39, 64, 3, 50, 2), (49, 400, 2, 10, 1)])
+def test_parameter_count_is_the_reference_formula(obs, hidden, layers, tasks, head_layers):
+    for d, o in ((obs, 8), (obs + 4, 1)):  # actor (mean and log-std of 4 actions), one Q
+        net = MultiHeadMLP(d, hidden, o, layers, tasks, head_layers)
+        assert _count(net) == _formula(d, o, hidden, layers, tasks, head_layers)
+
+
+def test_agent_count_by_hand():
+    """The reference rule (actor + critic + critic target + log-alpha, reference 5.6) at mtrl's
+    size, 400x3, MT10, 12-dim observation (Meta-World v1), 4 actions:
+    actor body 12*400+400 + 3*(400^2+400) = 486,400, heads 10*((400^2+400) + 400*8+8)
+    = 1,636,080; one Q: body 16*400+400 + 3*(400^2+400) = 488,000, heads 10*((400^2+400) + 401)
+    = 1,608,010; total 2,122,480 + 4 * 2,096,010 + 10 = 10,506,530. At 39 dims: 10,560,530."""
+    for obs, want in ((12, 10_506_530), (39, 10_560_530)):
+        actor = MultiHeadMLP(obs, 400, 8, 3, 10)
+        q = MultiHeadMLP(obs + 4, 400, 1, 3, 10)
+        assert _count(actor) + 4 * _count(q) + 10 == want
+
+
+# ----------------------------------------------------------------------------- init, determinism
+
+
+def test_initialisation_is_mtrls():
+    net = _net(hidden=48)
+    for m in net.body:
+        if isinstance(m, nn.Linear):
+            assert not m.bias.any()
+            assert m.weight.abs().max() <= math.sqrt(6 / sum(m.weight.shape))
+    for head in net.heads:
+        assert isinstance(head, TaskLinear) and not head.bias.any()
+        bound = math.sqrt(6 / (head.in_dim + head.out_dim))
+        for t in range(head.num_tasks):  # Xavier-uniform per task: spread over the whole range
+            w = head.weight[t].detach()
+            assert w.abs().max() <= bound and w.abs().max() > 0.9 * bound
+        assert not torch.equal(head.weight[0], head.weight[1])
+
+
+def test_same_seed_same_weights():
+    a, b, c = _net(seed=3), _net(seed=3), _net(seed=4)
+    for (name, p), q in zip(a.state_dict().items(), b.state_dict().values()):
+        assert torch.equal(p, q), name
+    assert not torch.equal(a.heads[0].weight, c.heads[0].weight)
+    assert not torch.equal(a.body[0].weight, c.body[0].weight)
+
+
+def _output_and_grads(net: nn.Module, x: torch.Tensor, task: TaskIndex, threads: int):
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        net.zero_grad(set_to_none=True)
+        y = net(x, task)
+        y.pow(2).mean().backward()
+        return y.detach().clone(), [p.grad.clone() for p in net.parameters()]
+    finally:
+        torch.set_num_threads(before)
+
+
+@pytest.mark.parametrize("batch", [128, 1280])
+def test_same_bits_at_one_and_two_threads(batch):
+    net = _net(in_dim=39, hidden=64, out=8, tasks=10)
+    _randomise_biases(net)
+    g = torch.Generator().manual_seed(5)
+    x = torch.randn(batch, 39, generator=g)
+    task = _task(torch.randint(0, 10, (batch,), generator=g), 10)
+    y1, g1 = _output_and_grads(net, x, task, 1)
+    y2, g2 = _output_and_grads(net, x, task, 2)
+    assert torch.equal(y1, y2)
+    assert all(torch.equal(a, b) for a, b in zip(g1, g2))
+
+
+def test_static_formulation_gives_the_same_values():
+    """Every per-task selection goes through the TaskIndex, so the static-shape one a CUDA graph
+    needs applies as it is: the same outputs, gradients equal to float rounding."""
+    net = _net(in_dim=39, hidden=64, out=8, tasks=10)
+    g = torch.Generator().manual_seed(6)
+    x = torch.randn(256, 39, generator=g)
+    ids = torch.randint(0, 10, (256,), generator=g)
+    y_cpu, g_cpu = _output_and_grads(net, x, TaskIndex(ids, 10), 2)
+    y_static, g_static = _output_and_grads(net, x, StaticTaskIndex(ids, 10), 2)
+    torch.testing.assert_close(y_static, y_cpu, rtol=1e-5, atol=1e-5)
+    for a, b in zip(g_static, g_cpu):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
