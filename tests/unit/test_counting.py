@@ -96,4 +96,29 @@ def test_the_reference_mt50_sizes_match_care_at_its_observation_and_are_solved_a
         assert solve_hidden_dim(exp, target, 12, 4, 50) == fields["hidden_dim"], label
     mt50 = {label: h for label, bench, h, _, _ in solved_table(39) if bench == "mt50"}
     assert mt50 == {"CARE+PTSL, L=3, P=32": 274, "CARE+PTSL 2 layers, P=42": 331,
-                    "MT-SAC+PTSL, L=3, P=32": 300}
+                    "MT-SAC+PTSL, L=3, P=32": 300, "MT-MH-SAC, L=3": 82,
+                    "MOORE, 6 experts, L=3": 162}
+
+
+def test_the_baselines_at_their_references_sizes_and_at_cares():
+    """Multi-head SAC (mtrl's 400x3 body, 2-layer heads) and MOORE (the authors' 400x3, 4
+    experts) by the formula of their networks at the 12-dim observation, and the solver's
+    CARE-matched sizes at 39 dims; the solver starts from the experiment's own size, so MOORE is
+    never built narrower than its expert count."""
+    from ptsl.tools.counting import BASELINE_SETTINGS, solved_table
+
+    h, d, t, a = 400, 12, 10, 4
+
+    def mh(i, o):  # body build_mlp(i, H, H, 3), heads H->H->o per task
+        return i * h + h + 3 * (h * h + h) + t * (h * h + h + h * o + o)
+
+    def moore(i, o, k=4):  # k experts of 3 layers, a (T, k) table, a head per task
+        return t * k + k * (i * h + h + 2 * (h * h + h)) + t * (h * o + o)
+
+    want = {"MT-MH-SAC (mtrl)": mh(d, 2 * a) + 4 * mh(d + a, 1) + t,
+            "MOORE, 4 experts": moore(d, 2 * a) + 4 * moore(d + a, 1) + t}
+    for label, fields in BASELINE_SETTINGS:
+        assert count_parameters(_exp(**fields), d, 4, 10) == want[label], label
+    assert want == {"MT-MH-SAC (mtrl)": 10_506_530, "MOORE, 4 experts": 6_593_930}
+    mt10 = {label: h for label, bench, h, _, _ in solved_table(39) if bench == "mt10"}
+    assert mt10["MT-MH-SAC, L=3"] == 167 and mt10["MOORE, 4 experts, L=3"] == 205

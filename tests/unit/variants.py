@@ -26,6 +26,8 @@ METHODS = {
     "care_ptsl_project": {"method": "care_ptsl", "hidden_dim": 32, "num_layers": 3, "pal_dim": 8,
                           "residual_mode": "project"},
     "sac_ptsl": {"method": "sac_ptsl", "hidden_dim": 32, "num_layers": 3, "pal_dim": 8},
+    "mhsac": {"method": "mhsac", "hidden_dim": 32, "num_layers": 2},
+    "moore": {"method": "moore", "hidden_dim": 32, "num_layers": 2, "num_experts": 3},
 }
 
 

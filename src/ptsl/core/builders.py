@@ -23,6 +23,8 @@ from .errors import ConfigError
 from .methods import method
 from .nets.care import CAREEncoder
 from .nets.mlp import IdentityEncoder, MLPTrunk, init_expert_layers, weight_init
+from .nets.moore import MOOREMLP
+from .nets.multihead import MultiHeadMLP
 from .nets.pal import FeedForwardPAL, init_pal_layers
 from .nets.soft_modularization import FeedForwardEncoder, ObsActionProjection, SoftModularizedMLP
 from .nets.task_encoder import TaskEncoder, load_task_embeddings
@@ -47,24 +49,68 @@ def _reference_init(module: nn.Module, generator: torch.Generator) -> None:
     init_pal_layers(module, generator)
 
 
-def mtsac(exp: ExperimentConfig, sac: SACConfig, shapes: Shapes, generator: torch.Generator,
-          task_embeddings: Table = None) -> Networks:
-    """MT-SAC as the reference runs it: the networks see the observation only (no task id,
-    reference Q6) unless ``task_onehot`` adds a one-hot (garage's variant)."""
+def _observation_nets(exp: ExperimentConfig, sac: SACConfig, shapes: Shapes,
+                      make_trunk: Callable[[int, int], nn.Module]) -> Networks:
+    """Identity encoders (the observation, with a task one-hot where ``task_onehot`` says) and
+    ``make_trunk(in_dim, out_dim)`` trunks for the actor and both Q's, not yet initialised. The
+    actor optimiser owns the actor trunk; there is no task encoder."""
 
     def encoder() -> IdentityEncoder:
         return IdentityEncoder(shapes.obs_dim, shapes.num_tasks, onehot=exp.task_onehot)
 
     feat = encoder().feature_dim
-    actor = Actor(encoder(), MLPTrunk(feat, exp.hidden_dim, 2 * shapes.action_dim, exp.num_layers),
-                  concat_task_encoding=False, log_std_min=sac.log_std_min,
-                  log_std_max=sac.log_std_max)
+    actor = Actor(encoder(), make_trunk(feat, 2 * shapes.action_dim), concat_task_encoding=False,
+                  log_std_min=sac.log_std_min, log_std_max=sac.log_std_max)
     q_in = feat + shapes.action_dim
-    critic = Critic(encoder(), MLPTrunk(q_in, exp.hidden_dim, 1, exp.num_layers),
-                    MLPTrunk(q_in, exp.hidden_dim, 1, exp.num_layers), concat_task_encoding=False)
-    weight_init(actor, generator)
-    weight_init(critic, generator)
+    critic = Critic(encoder(), make_trunk(q_in, 1), make_trunk(q_in, 1),
+                    concat_task_encoding=False)
     return Networks(actor=actor, critic=critic, actor_params=list(actor.trunk.parameters()))
+
+
+def mtsac(exp: ExperimentConfig, sac: SACConfig, shapes: Shapes, generator: torch.Generator,
+          task_embeddings: Table = None) -> Networks:
+    """MT-SAC as the reference runs it: the networks see the observation only (no task id,
+    reference Q6) unless ``task_onehot`` adds a one-hot (garage's variant)."""
+
+    def make(in_dim: int, out_dim: int) -> MLPTrunk:
+        return MLPTrunk(in_dim, exp.hidden_dim, out_dim, exp.num_layers)
+
+    nets = _observation_nets(exp, sac, shapes, make)
+    weight_init(nets.actor, generator)
+    weight_init(nets.critic, generator)
+    return nets
+
+
+def mhsac(exp: ExperimentConfig, sac: SACConfig, shapes: Shapes, generator: torch.Generator,
+          task_embeddings: Table = None) -> Networks:
+    """Multi-head SAC as mtrl's multi-head command builds it (reference 2.3): the observation
+    only (``task_onehot`` appends a one-hot, as Meta-World+ does), a shared body and one 2-layer
+    head per task in the actor and in each Q (:mod:`ptsl.core.nets.multihead`)."""
+
+    def make(in_dim: int, out_dim: int) -> MultiHeadMLP:
+        return MultiHeadMLP(in_dim, exp.hidden_dim, out_dim, exp.num_layers, shapes.num_tasks)
+
+    nets = _observation_nets(exp, sac, shapes, make)
+    for trunk in (nets.actor.trunk, nets.critic.q1, nets.critic.q2):
+        trunk.reset_parameters(generator)
+    return nets
+
+
+def moore(exp: ExperimentConfig, sac: SACConfig, shapes: Shapes, generator: torch.Generator,
+          task_embeddings: Table = None) -> Networks:
+    """MOORE as its authors build it for SAC on Meta-World: the actor and each Q a complete
+    mixture of ``num_experts`` orthogonal experts with its own task weights and per-task heads
+    (their ``MetaworldSACMixtureMH*Network``; :mod:`ptsl.core.nets.moore`); the observation
+    only, no task encoder."""
+
+    def make(in_dim: int, out_dim: int) -> MOOREMLP:
+        return MOOREMLP(in_dim, exp.hidden_dim, out_dim, exp.num_layers, shapes.num_tasks,
+                        exp.num_experts)
+
+    nets = _observation_nets(exp, sac, shapes, make)
+    for trunk in (nets.actor.trunk, nets.critic.q1, nets.critic.q2):
+        trunk.reset_parameters(generator)
+    return nets
 
 
 def softmod(exp: ExperimentConfig, sac: SACConfig, shapes: Shapes, generator: torch.Generator,
@@ -169,17 +215,10 @@ def sac_ptsl(exp: ExperimentConfig, sac: SACConfig, shapes: Shapes, generator: t
              task_embeddings: Table = None) -> Networks:
     """MT-SAC+PTSL: identity encoder, no task encoder, PAL trunks; the task index reaches the
     networks only through the PAL task layers."""
-    make = _pal_trunk(exp, shapes)
-    feat = shapes.obs_dim
-    actor = Actor(IdentityEncoder(feat, shapes.num_tasks), make(feat, 2 * shapes.action_dim),
-                  concat_task_encoding=False, log_std_min=sac.log_std_min,
-                  log_std_max=sac.log_std_max)
-    q_in = feat + shapes.action_dim
-    critic = Critic(IdentityEncoder(feat, shapes.num_tasks), make(q_in, 1), make(q_in, 1),
-                    concat_task_encoding=False)
-    _reference_init(actor, generator)
-    _reference_init(critic, generator)
-    return Networks(actor=actor, critic=critic, actor_params=list(actor.trunk.parameters()))
+    nets = _observation_nets(exp, sac, shapes, _pal_trunk(exp, shapes))
+    _reference_init(nets.actor, generator)
+    _reference_init(nets.critic, generator)
+    return nets
 
 
 def build_networks(exp: ExperimentConfig, sac: SACConfig, shapes: Shapes,

@@ -128,9 +128,11 @@ class ExperimentConfig(Section):
     method: MethodName
     hidden_dim: Count = 400
     num_layers: Count = 3
-    task_onehot: StrictBool = Field(False, description="MT-SAC only: append a task one-hot "
-                                                       "(garage variant)")
-    num_experts: Count = Field(4, description="CARE encoders / Soft Modularization modules")
+    task_onehot: StrictBool = Field(False, description="MT-SAC and MT-MH-SAC: append a task "
+                                                       "one-hot (garage's and Meta-World+'s "
+                                                       "variant)")
+    num_experts: Count = Field(4, description="CARE encoders / Soft Modularization modules / "
+                                              "MOORE experts")
     pal_dim: Count | None = Field(None, description="PTSL rank, at most hidden_dim; unset "
                                                     "reads the top-level pal_dim")
     shared_projection: StrictBool = Field(True, description="PTSL: one D/U pair shared across "

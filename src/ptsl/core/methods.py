@@ -69,6 +69,13 @@ METHODS: dict[str, Method] = {m.name: m for m in (
     # consecutive layers differ in size and no residual mode applies (reference 5.4).
     Method("sac_ptsl", "MT-SAC+PTSL", "MT-SAC with PTSL trunks; the task reaches the networks "
            "only through the PTSL task layers", ptsl=True, options=_PTSL_OPTIONS),
+    # The field's baselines beyond the paper.
+    Method("mhsac", "MT-MH-SAC", "multi-task SAC with a shared body and one head per task "
+           "(mtrl's multi-head option, reference 2.3); the networks see the observation only, "
+           "task_onehot adds a one-hot", options=frozenset({"task_onehot"})),
+    Method("moore", "MOORE", "mixture of orthogonal experts: num_experts expert networks made "
+           "orthonormal per sample by Gram-Schmidt, mixed by learned task weights, one output "
+           "head per task (Hendawy et al., ICLR 2024)", options=frozenset({"num_experts"})),
 )}
 
 

@@ -40,6 +40,12 @@ REFERENCE_SETTINGS: tuple[tuple[str, dict[str, object]], ...] = (
                                              pal_dim=50, shared_projection=False)),
     ("MT-SAC+PTSL", dict(method="sac_ptsl", hidden_dim=367, num_layers=3, pal_dim=50)),
 )
+#: The field's baselines at their references' sizes (mtrl's multi-head option; MOORE's authors,
+#: 4 experts on MT10), counted by the same rule at the same observation.
+BASELINE_SETTINGS: tuple[tuple[str, dict[str, object]], ...] = (
+    ("MT-MH-SAC (mtrl)", dict(method="mhsac", hidden_dim=400, num_layers=3)),
+    ("MOORE, 4 experts", dict(method="moore", hidden_dim=400, num_layers=3, num_experts=4)),
+)
 
 def count_parameters(exp: ExperimentConfig, obs_dim: int, action_dim: int, num_tasks: int) -> int:
     """Parameters of ``exp``'s agent by the reference rule (task encoder excluded)."""
@@ -60,15 +66,21 @@ def solve_hidden_dim(exp: ExperimentConfig, target: int, obs_dim: int, action_di
     """The ``hidden_dim`` whose count is closest to ``target`` (ties: the smaller one).
 
     The count grows strictly with ``hidden_dim`` (every term does, and the automatic projection
-    rule takes a minimum of growing terms), so a bisection finds it.
+    rule takes a minimum of growing terms), so a bisection finds it. The bracket starts at the
+    experiment's own size and halves or doubles from there: the smallest sizes are never built
+    (MOORE needs ``hidden_dim >= num_experts``).
     """
     def count(h: int) -> int:
         return count_parameters(exp.model_copy(update={"hidden_dim": h}), obs_dim, action_dim,
                                 num_tasks)
 
-    lo, hi = 1, 2
-    while count(hi) < target:
-        lo, hi = hi, hi * 2
+    lo = hi = exp.hidden_dim
+    if count(hi) >= target:
+        while lo > 1 and count(lo) >= target:
+            hi, lo = lo, lo // 2
+    else:
+        while count(hi) < target:
+            lo, hi = hi, hi * 2
     # Invariant: count(lo) < target <= count(hi), or lo == 1.
     while hi - lo > 1:
         mid = (lo + hi) // 2
@@ -117,6 +129,10 @@ SOLVED_SETTINGS: tuple[tuple[str, str, dict[str, object]], ...] = (
     ("CARE+PTSL, L=3, P=32", "mt50", dict(method="care_ptsl", num_layers=3, pal_dim=32)),
     ("CARE+PTSL 2 layers, P=42", "mt50", dict(method="care_ptsl", num_layers=2, pal_dim=42)),
     ("MT-SAC+PTSL, L=3, P=32", "mt50", dict(method="sac_ptsl", num_layers=3, pal_dim=32)),
+    ("MT-MH-SAC, L=3", "mt10", dict(method="mhsac", num_layers=3)),
+    ("MOORE, 4 experts, L=3", "mt10", dict(method="moore", num_layers=3, num_experts=4)),
+    ("MT-MH-SAC, L=3", "mt50", dict(method="mhsac", num_layers=3)),
+    ("MOORE, 6 experts, L=3", "mt50", dict(method="moore", num_layers=3, num_experts=6)),
 )
 #: Tasks of each benchmark the solved settings belong to.
 NUM_TASKS = {"mt10": 10, "mt50": 50}
@@ -150,6 +166,9 @@ def format_report(obs_ref: int = 12, obs_v3: int = 39) -> str:
     lines = [f"Parameter counts, MT10 (N=10), obs_dim={obs_ref}, action_dim=4 "
              "(reference 5.6 in docs/reference.md):"]
     lines += [line(label, e, n) for label, e, n in reference_table(obs_ref)]
+    for label, fields in BASELINE_SETTINGS:
+        e = _exp(fields)
+        lines.append(line(label, e, count_parameters(e, obs_ref, 4, 10)))
     lines.append(f"Parameter counts, MT50 (N=50), obs_dim={obs_ref}: the reference's MT50 sizes")
     for label, fields in REFERENCE_MT50_SETTINGS:
         e = _exp(fields, "mt50")
