@@ -38,6 +38,10 @@ grid: install
 budget-%: install
 	python -m ptsl.ops.budget $*
 
+# Switch the active protocol (reference | metaworld-plus) in params.yaml.
+protocol-%: install
+	python -m ptsl.ops.protocol $*
+
 # Everything CI checks, on every core (pytest-xdist): about 11 minutes on 2 cores after the
 # install; the unit tests alone take about a minute (make test-unit). Under xdist a file's tests
 # stay on one worker (--dist loadfile), so the project a module fixture builds (a DVC pipeline

@@ -52,6 +52,7 @@ def make_project(dest: Path, experiments: dict[str, dict], seeds: list[int],
     if long_rows:
         params["tables"]["long"] = {"title": "Tiny long", "rows": long_rows, "at": "long"}
     params["report"]["bootstrap_reps"] = 200
+    params["protocol"] = "custom"  # 20-step episodes: no preset's
     for key, value in (extra or {}).items():
         params[key] = value
     (dest / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))

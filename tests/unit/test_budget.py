@@ -1,4 +1,5 @@
-"""The budget switch rewrites the active keys of params.yaml from a preset, keeping comments."""
+"""The budget and protocol switches rewrite the active keys of params.yaml from a preset, keeping
+comments; validation checks the active keys against the named protocol."""
 
 from __future__ import annotations
 
@@ -48,3 +49,44 @@ def test_modified_budget_is_detected(params_file):
     text = params_file.read_text().replace("  steps: 300\n", "  steps: 450\n", 1)
     params_file.write_text(text)
     assert not preset_matches(load_params(params_file))
+
+
+def test_switch_protocol_and_back(params_file):
+    """The protocol switch writes Meta-World+'s preset into the active keys and back, byte for
+    byte; the budget stays as it was."""
+    from ptsl.ops.protocol import switch as switch_protocol
+
+    original = params_file.read_text()
+    assert load_params(params_file).protocol == "reference"
+    switch_protocol(params_file, "metaworld-plus")
+    p = load_params(params_file)
+    assert p.protocol == "metaworld-plus" and p.budget == "small" and preset_matches(p)
+    assert (p.env.episode_length, p.env.goals, p.env.reward_version, p.env.normalize_reward,
+            p.train.eval_episodes, p.evaluate.episodes) == (500, "resample", "v2", False, 50, 50)
+    switch_protocol(params_file, "reference")
+    assert params_file.read_text() == original
+
+
+def test_a_key_that_is_not_the_named_protocols_is_one_line_unless_custom(params_file):
+    text = params_file.read_text().replace("  reward_version: v1 ", "  reward_version: v2 ", 1)
+    params_file.write_text(text)
+    with pytest.raises(ConfigError, match=r"^env\.reward_version: 'v2', but protocol reference "
+                                          r"sets 'v1'; switch with `python -m ptsl\.ops\.protocol "
+                                          r"reference`, or set `protocol: custom`"):
+        load_params(params_file)
+    params_file.write_text(text.replace("\nprotocol: reference\n", "\nprotocol: custom\n", 1))
+    assert load_params(params_file).env.reward_version == "v2"
+    params_file.write_text(text.replace("\nprotocol: reference\n", "\nprotocol: plus\n", 1))
+    with pytest.raises(ConfigError, match=r"^protocol: unknown protocol 'plus'; allowed: "
+                                          r"reference, metaworld-plus, custom$"):
+        load_params(params_file)
+
+
+def test_a_key_in_a_budget_and_a_protocol_is_refused(params_file):
+    raw = yaml.safe_load(params_file.read_text())
+    raw["protocols"]["reference"]["train.steps"] = 300
+    from ptsl.ops.params import parse_params
+
+    with pytest.raises(ConfigError, match=r"^protocols\.reference\.train\.steps: budget 'small' "
+                                          r"sets it too"):
+        parse_params(raw)

@@ -76,6 +76,9 @@ class Params(BaseModel):
     report: ReportConfig = ReportConfig()
     budget: str = "small"
     budgets: dict[str, dict[str, Any]] = {}
+    protocol: str = Field("reference", description="the protocol preset the env and evaluation "
+                                                   "keys follow (or custom)")
+    protocols: dict[str, dict[str, Any]] = {}
 
     def experiment(self, name: str) -> ExperimentConfig:
         """The experiment ``name``; an unknown one is a :class:`ConfigError` listing the known."""
@@ -130,7 +133,8 @@ def _check_unique(names: tuple[str, ...], key: str) -> None:
 
 
 _TOP = {"seeds": TypeAdapter(tuple[Seed, ...]), "long_seeds": TypeAdapter(tuple[Seed, ...]),
-        "pal_dim": TypeAdapter(Count), "budget": TypeAdapter(StrictStr)}
+        "pal_dim": TypeAdapter(Count), "budget": TypeAdapter(StrictStr),
+        "protocol": TypeAdapter(StrictStr)}
 
 
 def _top(raw: Mapping[str, Any], name: str) -> Any:
@@ -222,12 +226,14 @@ def parse_params(raw: Any, check_presets: bool = True) -> Params:
             raise ConfigError(f"train.{key}: must be a multiple of train.eval_every "
                               f"({train.eval_every}) so that the reported step is evaluated")
     tables = _parse_tables(raw.get("tables"), experiments, set(runs.plain) | set(runs.ptsl))
-    budgets = raw.get("budgets") or {}
-    if not isinstance(budgets, Mapping):
-        raise ConfigError("budgets: expected a mapping of budget name -> {dotted.key: value}")
-    budget = _top(raw, "budget")
-    if budgets and budget not in budgets:
-        raise ConfigError(f"budget: unknown budget {budget!r}; allowed: {', '.join(budgets)}")
+    budgets, budget = _presets(raw, "budgets")
+    protocols, protocol = _presets(raw, "protocols")
+    for name, preset in protocols.items():
+        for dotted in preset:
+            owner = next((b for b, keys in budgets.items() if dotted in keys), None)
+            if owner is not None:
+                raise ConfigError(f"protocols.{name}.{dotted}: budget {owner!r} sets it too; a "
+                                  "key belongs to the budget or to the protocol, not both")
     params = Params(
         env=section(EnvConfig, raw["env"], "env"),
         sac=section(SACConfig, raw["sac"], "sac"),
@@ -242,14 +248,47 @@ def parse_params(raw: Any, check_presets: bool = True) -> Params:
         report=section(ReportConfig, raw.get("report"), "report"),
         budget=budget,
         budgets={str(k): dict(v) for k, v in budgets.items()},
+        protocol=protocol,
+        protocols={str(k): dict(v) for k, v in protocols.items()},
     )
+    if protocol != CUSTOM:
+        mismatch = preset_mismatch(params, "protocol")
+        if mismatch:
+            dotted, have, want = mismatch
+            raise ConfigError(f"{dotted}: {have!r}, but protocol {protocol} sets {want!r}; "
+                              f"switch with `python -m ptsl.ops.protocol {protocol}`, or set "
+                              f"`protocol: {CUSTOM}` for a protocol of your own")
     if check_presets:  # after the active values, so their errors are reported first
-        for name, preset in budgets.items():
-            try:
-                parse_params(apply_preset(raw, preset, f"budgets.{name}"), check_presets=False)
-            except ConfigError as exc:
-                raise ConfigError(f"budgets.{name}: {exc}") from None
+        for section_name, presets in (("budgets", budgets), ("protocols", protocols)):
+            for name, preset in presets.items():
+                key = f"{section_name}.{name}"
+                try:
+                    parse_params(apply_preset(raw, preset, key), check_presets=False)
+                except ConfigError as exc:
+                    raise ConfigError(f"{key}: {exc}") from None
     return params
+
+
+#: The protocol name that follows no preset (and is checked against none).
+CUSTOM = "custom"
+#: Each preset section and the top-level key that names the active preset.
+ACTIVE_KEY = {"budgets": "budget", "protocols": "protocol"}
+
+
+def _presets(raw: Mapping[str, Any], section_name: str) -> tuple[Mapping[str, Any], str]:
+    """A preset section (``budgets``, ``protocols``) and the name of the active preset, which
+    must be one of them (a protocol may also be ``custom``)."""
+    active_key = ACTIVE_KEY[section_name]
+    presets = raw.get(section_name) or {}
+    if not isinstance(presets, Mapping):
+        raise ConfigError(f"{section_name}: expected a mapping of {active_key} name -> "
+                          "{dotted.key: value}")
+    active = _top(raw, active_key)
+    allowed = [*presets, CUSTOM] if section_name == "protocols" else list(presets)
+    if presets and active not in allowed:
+        raise ConfigError(f"{active_key}: unknown {active_key} {active!r}; allowed: "
+                          f"{', '.join(allowed)}")
+    return presets, active
 
 
 def _parse_tables(raw: Any, experiments: Mapping[str, ExperimentConfig],
@@ -280,7 +319,7 @@ def _parse_tables(raw: Any, experiments: Mapping[str, ExperimentConfig],
 
 
 # --------------------------------------------------------------------------------------------
-# Budget presets
+# Presets: budgets and protocols
 
 
 def dotted_parent(root: MutableMapping[str, Any], dotted: str,
@@ -297,27 +336,35 @@ def dotted_parent(root: MutableMapping[str, Any], dotted: str,
 
 
 def apply_preset(raw: Mapping[str, Any], preset: Any, key: str) -> dict[str, Any]:
-    """A copy of ``raw`` with a budget preset's ``dotted.key: value`` entries applied."""
+    """A copy of ``raw`` with the ``dotted.key: value`` entries of preset ``key``
+    (``budgets.paper``, ``protocols.reference``) applied and the preset named active."""
     if not isinstance(preset, Mapping):
         raise ConfigError(f"{key}: expected a mapping of dotted.key -> value")
     out = copy.deepcopy(dict(raw))
     for dotted, value in preset.items():
         node, leaf = dotted_parent(out, str(dotted), key)
         node[leaf] = copy.deepcopy(value)
-    out["budget"] = key.split(".")[-1]
+    section_name, _, name = key.partition(".")
+    out[ACTIVE_KEY[section_name]] = name
     return out
 
 
-def preset_matches(params: Params) -> bool:
-    """Whether the active values are exactly the named budget's preset (else: modified)."""
-    preset = params.budgets.get(params.budget, {})
-    for dotted, value in preset.items():
+def preset_mismatch(params: Params, active_key: str = "budget") -> tuple[str, Any, Any] | None:
+    """The first active value that differs from the named preset's (``active_key``: ``budget``
+    or ``protocol``), as ``(dotted key, active value, preset value)``; None when they agree."""
+    presets = params.budgets if active_key == "budget" else params.protocols
+    for dotted, value in presets.get(getattr(params, active_key), {}).items():
         node: Any = params
         for part in dotted.split("."):
             node = getattr(node, part)
         if (list(node) if isinstance(node, tuple) else node) != value:
-            return False
-    return True
+            return dotted, node, value
+    return None
+
+
+def preset_matches(params: Params) -> bool:
+    """Whether the active values are exactly the named budget's preset (else: modified)."""
+    return preset_mismatch(params, "budget") is None
 
 
 # --------------------------------------------------------------------------------------------
@@ -369,6 +416,6 @@ def load_params(path: str | Path = "params.yaml") -> Params:
     return parse_params(read_yaml(path))
 
 
-__all__ = ["MAX_SEED", "Params", "ReportConfig", "RunsConfig", "TableConfig", "apply_preset",
-           "dotted_parent", "load_params", "parse_params", "preset_matches", "read_yaml",
-           "run_config", "stage_group"]
+__all__ = ["CUSTOM", "MAX_SEED", "Params", "ReportConfig", "RunsConfig", "TableConfig",
+           "apply_preset", "dotted_parent", "load_params", "parse_params", "preset_matches",
+           "preset_mismatch", "read_yaml", "run_config", "stage_group"]
