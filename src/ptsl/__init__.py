@@ -28,7 +28,8 @@ The package in layers, each a folder:
 import importlib
 
 _API = ("make_env", "make_config", "config_from_params", "train", "evaluate", "load_agent",
-        "Evaluation", "TrainResult", "BUDGETS", "budgets", "ConfigError", "RunConfig")
+        "Evaluation", "TrainResult", "BUDGETS", "budgets", "protocols", "ConfigError",
+        "RunConfig")
 
 __all__ = list(_API)
 

@@ -59,6 +59,16 @@ def budgets() -> Mapping[str, Mapping[str, Any]]:
     return parse_params(read_yaml(PROJECT_PARAMS)).budgets
 
 
+@functools.cache
+def protocols() -> Mapping[str, Mapping[str, Any]]:
+    """The protocol presets (``reference``, ``metaworld-plus``) in their dotted-key form, read
+    from the project's params.yaml (``protocols:``)."""
+    if not PROJECT_PARAMS.is_file():
+        raise ConfigError(f"protocol: the presets are read from {PROJECT_PARAMS}, which is "
+                          "missing; restore it with `git checkout -- params.yaml`")
+    return parse_params(read_yaml(PROJECT_PARAMS)).protocols
+
+
 def __getattr__(name: str) -> Any:
     if name == "BUDGETS":
         return budgets()
@@ -166,19 +176,25 @@ def make_config(method: str = "mtsac", benchmark: str = "mt10", seed: int = 1, *
                 hidden_dim: int = 400, num_layers: int = 3, pal_dim: int | None = None,
                 shared_projection: bool = True, residual_mode: str = "none",
                 num_experts: int = 4, task_onehot: bool = False, budget: str = "small",
+                protocol: str = "reference",
                 steps: int | None = None, eval_every: int | None = None,
                 batch_size: int | None = None, init_steps: int | None = None,
-                checkpoint_every: int | None = None, eval_episodes: int = 1,
+                checkpoint_every: int | None = None, eval_episodes: int | None = None,
                 env: EnvConfig | Mapping[str, Any] | None = None,
                 sac: SACConfig | Mapping[str, Any] | None = None,
                 name: str | None = None) -> RunConfig:
     """A run configuration from a few keyword arguments, with the paper's defaults.
 
-    - ``method``: ``mtsac``, ``softmod``, ``care``, ``care_ptsl`` or ``sac_ptsl``;
-      ``benchmark``: ``mt10``, ``mt50`` or one Meta-World v3 task (``reach-v3``).
+    - ``method``: ``mtsac``, ``softmod``, ``care``, ``care_ptsl``, ``sac_ptsl``, ``mhsac`` or
+      ``moore`` (:data:`ptsl.core.methods.METHODS`); ``benchmark``: ``mt10``, ``mt50`` or one
+      Meta-World v3 task (``reach-v3``).
     - Networks: ``hidden_dim`` x ``num_layers`` (the paper's 400 x 3), ``num_experts`` (CARE,
-      Soft Modularization), PTSL's ``pal_dim`` (default 50, the top-level value of
-      ``params.yaml``), ``shared_projection`` and ``residual_mode``; ``task_onehot`` (MT-SAC).
+      Soft Modularization, MOORE), PTSL's ``pal_dim`` (default 50, the top-level value of
+      ``params.yaml``), ``shared_projection`` and ``residual_mode``; ``task_onehot`` (MT-SAC,
+      MT-MH-SAC).
+    - Protocol: ``protocol`` picks a preset of :func:`protocols` (``reference`` or
+      ``metaworld-plus``) for the environment and the evaluation episodes (``eval_episodes``
+      and ``env`` override it).
     - Budget: ``budget`` picks a preset of :func:`budgets` (``small`` or ``paper``, read from
       ``params.yaml``) for ``batch_size``, ``init_steps``, ``steps``, ``eval_every`` and
       ``checkpoint_every``; each of them may be given to override it.
@@ -202,16 +218,25 @@ def make_config(method: str = "mtsac", benchmark: str = "mt10", seed: int = 1, *
         exp["pal_dim"] = pal_dim
     # A PTSL experiment without its own pal_dim reads the top-level one (params.yaml's rule).
     ptsl_group = method in METHODS and METHODS[method].ptsl and pal_dim is None
+    protocol_presets = protocols()
+    if protocol not in protocol_presets:
+        raise ConfigError(f"protocol: unknown protocol {protocol!r}; allowed: "
+                          f"{', '.join(protocol_presets)}")
     raw: dict[str, Any] = {
-        "env": _as_mapping(env, EnvConfig, "env"),
+        "env": EnvConfig().model_dump(),
         "sac": {"batch_size": None, "init_steps": None},
         "train": {"steps": None, "long_steps": None, "eval_every": None,
-                  "checkpoint_every": None, "eval_episodes": eval_episodes},
+                  "checkpoint_every": None, "eval_episodes": None},
+        "evaluate": {"episodes": None},
         "experiments": {name: exp},
         "runs": {"plain": [] if ptsl_group else [name], "ptsl": [name] if ptsl_group else []},
         "seeds": None, "long_seeds": None,
     }
+    raw = apply_preset(raw, protocol_presets[protocol], f"protocols.{protocol}")
     raw = apply_preset(raw, presets[budget], f"budgets.{budget}")
+    raw["env"].update(_as_mapping(env, EnvConfig, "env"))
+    if eval_episodes is not None:
+        raw["train"]["eval_episodes"] = eval_episodes
     raw["sac"].update(_as_mapping(sac, SACConfig, "sac"))
     for part, key, value in (("sac", "batch_size", batch_size),
                              ("sac", "init_steps", init_steps), ("train", "steps", steps),

@@ -140,9 +140,27 @@ def test_make_config_is_the_pipeline_config_for_the_same_settings():
     assert isinstance(over, RunConfig) and over.sac.discount == SACConfig().discount
 
 
+def test_make_config_builds_every_method_and_protocol():
+    """The field's baselines as the paper's methods, and Meta-World+'s protocol from
+    params.yaml's preset (an explicit argument still wins)."""
+    mh = make_config("mhsac", "mt10", hidden_dim=64, task_onehot=True)
+    assert (mh.experiment.method, mh.experiment.task_onehot) == ("mhsac", True)
+    moore = make_config("moore", "mt50", num_experts=6)
+    assert (moore.experiment.num_experts, moore.experiment.hidden_dim) == (6, 400)
+    plus = make_config("mtsac", "mt10", protocol="metaworld-plus")
+    assert (plus.env.episode_length, plus.env.goals, plus.env.reward_version,
+            plus.env.normalize_reward, plus.train.eval_episodes) == (500, "resample", "v2",
+                                                                     False, 50)
+    mine = make_config("mtsac", "mt10", protocol="metaworld-plus", eval_episodes=5,
+                       env={"episode_length": 200})
+    assert (mine.env.episode_length, mine.env.goals, mine.train.eval_episodes) == \
+        (200, "resample", 5)
+
+
 @pytest.mark.parametrize("kwargs, message", [
     ({"method": "sacx"},
-     "method: unknown value 'sacx'; allowed: mtsac, softmod, care, care_ptsl, sac_ptsl"),
+     "method: unknown value 'sacx'; allowed: mtsac, softmod, care, care_ptsl, sac_ptsl, mhsac, "
+     "moore"),
     ({"benchmark": "mt11"}, "benchmark: unknown benchmark 'mt11'; allowed: mt10, mt50 or a "
                             "Meta-World v3 task name such as reach-v3"),
     ({"hidden_dim": 0}, "hidden_dim: must be >= 1, got 0"),
@@ -153,8 +171,13 @@ def test_make_config_is_the_pipeline_config_for_the_same_settings():
     ({"batch_size": -1}, "batch_size: must be >= 1, got -1"),
     ({"pal_dim": 16}, "pal_dim: only methods care_ptsl, sac_ptsl read it; remove it "
                       "from mtsac experiments"),
-    ({"num_experts": 2}, "num_experts: only methods softmod, care, care_ptsl read it; remove it "
-                         "from mtsac experiments"),
+    ({"num_experts": 2}, "num_experts: only methods softmod, care, care_ptsl, moore read it; "
+                         "remove it from mtsac experiments"),
+    ({"protocol": "plus"}, "protocol: unknown protocol 'plus'; allowed: reference, "
+                           "metaworld-plus"),
+    ({"method": "moore", "hidden_dim": 3}, "make_config: MOORE cannot make 4 expert outputs "
+                                           "orthonormal in 3 dimensions; use num_experts <= "
+                                           "hidden_dim"),
     ({"method": "care_ptsl", "residual_mode": "weird"},
      "residual_mode: unknown value 'weird'; allowed: none, sum, linear, project"),
     ({"env": {"goals": "x"}}, "env.goals: unknown value 'x'; allowed: fixed, resample"),
