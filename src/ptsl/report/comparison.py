@@ -60,16 +60,17 @@ def beside(params: Params, table: TableConfig, published: Published) -> Beside:
     return out
 
 
-def cell_text(found: list[tuple[int, PublishedValue]] | None) -> str:
+def cell_text(found: list[tuple[int, PublishedValue]] | None, refs: list[PublishedSource]) -> str:
     """A published cell: ``0.39 [1]`` (several sources side by side), or a dash."""
     if not found:
         return "—"
-    return ", ".join(f"{_number(v.value)} [{ref}]" for ref, v in found)
+    return ", ".join(f"{_number(v.value, refs[ref - 1])} [{ref}]" for ref, v in found)
 
 
-def _number(x: float) -> str:
-    # Two decimals, or three where the source gives three (0.49, 0.50, 0.748).
-    return f"{x:.3f}" if round(x, 2) != round(x, 3) else f"{x:.2f}"
+def _number(x: float, source: PublishedSource) -> str:
+    # As precise as the source: three decimals from a figure's data, two from a table or read
+    # off a figure.
+    return f"{x:.3f}" if source.obtained.how == "figure data" else f"{x:.2f}"
 
 
 def _seeds(source: PublishedSource, values: list[PublishedValue]) -> str:
@@ -112,7 +113,7 @@ def notes(beside_: Beside, params: Params, labels: dict[str, str]) -> str:
     for ref, source in enumerate(beside_.refs, start=1):
         shown = [(name, v) for (name, _), found in beside_.cells.items()
                  for r, v in found if r == ref]
-        value_notes = "; ".join(f"{labels[name]} {_number(v.value)}: {v.note}"
+        value_notes = "; ".join(f"{labels[name]} {_number(v.value, source)}: {v.note}"
                                 for name, v in shown if v.note)
         lines.append(
             f"[{ref}] {source.label} ({source.citation}): {source.metric} success, "
@@ -123,7 +124,7 @@ def notes(beside_: Beside, params: Params, labels: dict[str, str]) -> str:
         by_source: dict[str, list[str]] = {}
         for source, name, v in beside_.elsewhere:
             by_source.setdefault(source.name, [source.label, source.metric]).append(
-                f"{labels[name]} {_number(v.value)} at {v.steps:,}")
+                f"{labels[name]} {_number(v.value, source)} at {v.steps:,}")
         listed = "; ".join(f"{label} ({metric} success): {', '.join(items)}"
                            for label, metric, *items in by_source.values())
         lines.append(f"Published under this protocol at other steps per task, so not beside "
@@ -135,5 +136,6 @@ def notes(beside_: Beside, params: Params, labels: dict[str, str]) -> str:
     if not lines:
         return "No published value for these rows.\n"
     head = (f"Published values beside ours are those measured at {beside_.step:,} steps per "
-            f"task under the active protocol `{params.protocol}`.")
+            f"task under the active protocol `{params.protocol}`" + (
+                "." if beside_.refs else "; there is none for these rows."))
     return "\n".join([head, "", *[f"- {line}" for line in lines]]) + "\n"

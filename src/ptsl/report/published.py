@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal, Mapping
 
-from pydantic import (Field, StrictFloat, StrictInt, StrictStr, TypeAdapter, ValidationError,
-                      field_validator, model_validator)
+from pydantic import (Field, StrictStr, TypeAdapter, ValidationError, field_validator,
+                      model_validator)
 
 from ..core.config import Count, ExperimentConfig, MethodName, Section, config_error
 from ..core.errors import ConfigError, CorruptFileError
@@ -68,7 +68,7 @@ class PublishedValue(Section):
     benchmark: Literal["mt10", "mt50"]
     method: MethodName
     steps: Count
-    value: StrictFloat | StrictInt
+    value: Any
     match: dict[str, Any] = {}
     seeds: Count | None = None          # when it differs from the source's
     steps_per_task: Count | None = None  # when it differs from the source's
@@ -76,9 +76,9 @@ class PublishedValue(Section):
 
     @field_validator("value")
     @classmethod
-    def _rate(cls, v: float) -> float:
-        if not 0.0 <= v <= 1.0:
-            raise ValueError(f"must be a success rate in [0, 1], got {v}")
+    def _rate(cls, v: Any) -> float:
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0.0 <= v <= 1.0:
+            raise ValueError(f"must be a success rate in [0, 1], got {v!r}")
         return float(v)
 
     @field_validator("match")
@@ -110,12 +110,20 @@ class PublishedSource(Section):
     protocol: SourceProtocol
     metric: Metric
     statistic: Text  # e.g. "mean over seeds of each run's best evaluation so far"
-    seeds: Count | Literal["not stated"]
+    seeds: Any  # a count, or "not stated"
     steps_per_task: Count  # how long the runs trained
     obtained: Obtained
     values: Annotated[list[PublishedValue], Field(min_length=1)]
     notes: StrictStr = ""
     name: StrictStr = ""  # the file's stem (set by the loader, not in the file)
+
+    @field_validator("seeds")
+    @classmethod
+    def _seeds(cls, v: Any) -> int | str:
+        if v != "not stated" and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
+            raise ValueError(f"expected a number of seeds (an integer >= 1) or 'not stated', "
+                             f"got {v!r}")
+        return v
 
     @model_validator(mode="after")
     def _one_value_per_cell(self) -> "PublishedSource":

@@ -147,14 +147,16 @@ def table_markdown(frame: pd.DataFrame, table: TableConfig, params: Params,
     for r in frame.to_dict("records"):
         cells = [r["label"], f"{r['parameters']:,}", str(r["seeds"])]
         for m in order:
-            cells += [_iqm_cell(r, m), cell_text(shown.cells.get((r["experiment"], m)))]
+            cells += [_iqm_cell(r, m), cell_text(shown.cells.get((r["experiment"], m)),
+                                                 shown.refs)]
         mean, std = r[f"{head_metric}_mean"], r[f"{head_metric}_std"]
         cells += ["—" if mean is None or pd.isna(mean) else f"{mean:.3f} ± {std:.3f}",
                   _fmt(r[f"{head_metric}_{other}_mean"])]
         lines.append("| " + " | ".join(cells) + " |")
     step = int(frame["step"].iloc[0])
     seeds = params.table_seeds(table)
-    intro = (f"Reported at {step:,} vector steps per task over seeds {list(seeds)}; "
+    intro = (f"Reported at {step:,} vector steps per task over seed(s) "
+             f"{', '.join(map(str, seeds))}; "
              f"{protocol_caption(params)}. Headline: **{head_metric} success**, **{primary}** "
              f"({kind_text}); IQM over runs x tasks with a stratified bootstrap 95% confidence "
              "interval over seeds. Evaluation success: the deterministic policy; training "
