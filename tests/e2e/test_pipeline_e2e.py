@@ -38,7 +38,8 @@ def test_runs_share_one_curve_for_short_and_long_tables(project):
     assert long[["step", "seeds"]].values.tolist() == [[60, 1]]
     curve1 = pd.read_csv(project / "data" / "runs" / "tiny_mtsac-1" / "curve.csv")
     at60 = curve1.step == 60
-    assert long["evaluation_final_mean"].iloc[0] == pytest.approx(curve1.loc[at60, "success"].item())
+    assert long["evaluation_final_mean"].iloc[0] == pytest.approx(
+        curve1.loc[at60, "success"].item())
     assert long["evaluation_best_mean"].iloc[0] == pytest.approx(curve1["success"].max())
     # Training success: the window before step 60 (20-step episodes: one per 20 steps).
     assert curve1.loc[at60, "train_episodes"].item() == 1

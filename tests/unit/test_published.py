@@ -123,6 +123,7 @@ def test_not_yaml_not_a_mapping_or_named_in_the_file(tmp_path):
     _refused(tmp_path, "label: [unclosed\n", "not valid YAML")
     _refused(tmp_path, "- a list\n", "expected a mapping of the fields label, citation")
     _refused(tmp_path, _edit(SOURCE, "name", "x"), "name: unknown key (a source is named by its")
+    _refused(tmp_path, _edit(SOURCE, "file", "x"), "file: unknown key (a source is named by its")
 
 
 def test_the_folder(tmp_path):

@@ -38,6 +38,7 @@ def test_the_block_names_the_metric_and_protocol_of_every_number(tmp_path):
     for section in tables:
         assert "(reported at " in section.splitlines()[0]
         assert "; protocol `reference`: " in section
-        assert "| evaluation IQM final [95% CI] | published | training IQM final [95% CI] |" in section
+        assert ("| evaluation IQM final [95% CI] | published | training IQM final [95% CI] |"
+                in section)
         assert "Published values beside ours are those measured at" in section
         assert "](reports/figures/" in section

@@ -60,7 +60,7 @@ def test_each_metric_beside_its_published_value_under_the_reference_protocol():
     # its environment; the values at another step; the other protocol's sources, once.
     notes = md[md.index("Published values beside ours"):]
     assert "at 200,000 steps per task under the active protocol `reference`" in notes
-    assert ("[1] PTSL paper, results figure (J. Somerville Roberts and J. Di" in notes
+    assert ("[1] PTSL paper, results figure (`" in notes and "ptsl_figure.yaml`)" in notes
             and "training success, the plotted curve's last point" in notes
             and "10 seeds; read off a figure (±0.02)" in notes
             and "Meta-World v1, not the v3 tasks this project runs" in notes)
@@ -148,6 +148,12 @@ def test_the_headline_metric_is_a_param(tmp_path):
     assert metrics["short"] == pytest.approx(best.values.mean(), abs=1e-4)
     results = written["results"].read_text()
     assert "Headline metric: training success (best)." in results
+    # The full citation of every source the tables name, once, at the end.
+    tail = results[results.index("Sources of the published values:"):]
+    assert tail.count("- PTSL paper, results figure (`") == 1
+    assert ('J. Somerville Roberts and J. Di, "Projected Task-Specific Layers for Multi-Task '
+            'Reinforcement Learning"') in tail and "images/projects/ptsl/graph.png" in tail
+    assert "- CARE paper, 2M-step tables" in tail and "- Parameter-scaling paper, baselines" in tail
     for name in ("mt10_200k_curves.png", "mt10_200k_tasks.png", "mt10_1m_curves.png"):
         assert (tmp_path / "figures" / name).read_bytes()[:4] == b"\x89PNG"
 

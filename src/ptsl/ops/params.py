@@ -430,5 +430,5 @@ def load_params(path: str | Path = "params.yaml") -> Params:
 
 
 __all__ = ["CUSTOM", "MAX_SEED", "Params", "PublishedSteps", "ReportConfig", "RunsConfig",
-           "TableConfig", "apply_preset", "dotted_parent", "load_params", "parse_params", "preset_matches",
-           "preset_mismatch", "read_yaml", "run_config", "stage_group"]
+           "TableConfig", "apply_preset", "dotted_parent", "load_params", "parse_params",
+           "preset_matches", "preset_mismatch", "read_yaml", "run_config", "stage_group"]

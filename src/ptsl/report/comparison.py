@@ -116,7 +116,7 @@ def notes(beside_: Beside, params: Params, labels: dict[str, str]) -> str:
         value_notes = "; ".join(f"{labels[name]} {_number(v.value, source)}: {v.note}"
                                 for name, v in shown if v.note)
         lines.append(
-            f"[{ref}] {source.label} ({source.citation}): {source.metric} success, "
+            f"[{ref}] {source.label} (`{source.file}`): {source.metric} success, "
             f"{source.statistic}; {_seeds(source, [v for _, v in shown])}; "
             f"{_obtained(source)}; protocol "
             f"{protocol_text(source)}." + (f" Notes: {value_notes}." if value_notes else ""))
@@ -139,3 +139,21 @@ def notes(beside_: Beside, params: Params, labels: dict[str, str]) -> str:
             f"task under the active protocol `{params.protocol}`" + (
                 "." if beside_.refs else "; there is none for these rows."))
     return "\n".join([head, "", *[f"- {line}" for line in lines]]) + "\n"
+
+
+def mentioned(beside_: Beside) -> list[PublishedSource]:
+    """Every source a table's notes name."""
+    out: list[PublishedSource] = []
+    for source in [*beside_.refs, *(s for s, _, _ in beside_.elsewhere), *beside_.inactive]:
+        if source not in out:
+            out.append(source)
+    return out
+
+
+def sources_text(sources: list[PublishedSource]) -> str:
+    """The full citation of every source the tables name, once (results.md's last section)."""
+    if not sources:
+        return ""
+    lines = [f"- {s.label} (`{s.file}`): {s.citation}. Values obtained {_obtained(s)}: "
+             f"{s.obtained.where}." for s in sources]
+    return "Sources of the published values:\n\n" + "\n".join(lines) + "\n"

@@ -18,12 +18,11 @@ from pydantic import (Field, StrictStr, TypeAdapter, ValidationError, field_vali
 from ..core.config import Count, ExperimentConfig, MethodName, Section, config_error
 from ..core.errors import ConfigError, CorruptFileError
 from ..ops.params import read_yaml
+from .stats import Metric
 
 ROLE = "published numbers file"
 #: The Meta-World version this project's runs use (its tasks are the ``-v3`` ones).
 OUR_ENV_VERSION = "v3"
-#: The two metrics a run records (docs/statistics.md).
-Metric = Literal["evaluation", "training"]
 #: What a published value's ``match`` may constrain: an experiment's network and options.
 MATCH_FIELDS = tuple(f for f in ExperimentConfig.model_fields
                      if f not in ("benchmark", "method", "long", "label", "name"))
@@ -116,6 +115,7 @@ class PublishedSource(Section):
     values: Annotated[list[PublishedValue], Field(min_length=1)]
     notes: StrictStr = ""
     name: StrictStr = ""  # the file's stem (set by the loader, not in the file)
+    file: StrictStr = ""  # the file's path as loaded (likewise)
 
     @field_validator("seeds")
     @classmethod
@@ -181,10 +181,11 @@ def load_source(path: Path) -> PublishedSource:
     if not isinstance(raw, Mapping):
         raise _corrupt(path, "expected a mapping of the fields label, citation, protocol, "
                              "metric, statistic, seeds, steps_per_task, obtained, values")
-    if "name" in raw:
-        raise _corrupt(path, "name: unknown key (a source is named by its file)")
+    for key in ("name", "file"):
+        if key in raw:
+            raise _corrupt(path, f"{key}: unknown key (a source is named by its file)")
     try:
-        return PublishedSource.model_validate({**raw, "name": path.stem})
+        return PublishedSource.model_validate({**raw, "name": path.stem, "file": str(path)})
     except ValidationError as exc:
         raise _corrupt(path, _field_error(exc)) from None
 

@@ -22,7 +22,7 @@ import pandas as pd
 from ..core.files import swap_in, write_atomic
 from ..core.records import Metrics, run_id
 from ..ops.params import Params, TableConfig, preset_matches
-from .comparison import METRICS, Beside, beside, cell_text, notes
+from .comparison import METRICS, Beside, beside, cell_text, mentioned, notes, sources_text
 from .figures import plot_curves, plot_task_heatmap
 from .inputs import RunRecords
 from .published import Published
@@ -87,8 +87,8 @@ def _metric_stats(params: Params, records: RunRecords, name: str, seeds: tuple[i
     return {f"{metric}_{k}": v for k, v in row.items()}, (per_task, head.tasks)
 
 
-def table_frame(params: Params, table: TableConfig, records: RunRecords,
-                published: Published, rng: np.random.Generator) -> tuple[pd.DataFrame, dict, Beside]:
+def table_frame(params: Params, table: TableConfig, records: RunRecords, published: Published,
+                rng: np.random.Generator) -> tuple[pd.DataFrame, dict, Beside]:
     """One table: a row per experiment with both metrics, their statistics and the published
     value beside each.
 
@@ -110,7 +110,8 @@ def table_frame(params: Params, table: TableConfig, records: RunRecords,
             # The markdown shows every source of a cell; the CSV its first value and source.
             found = shown.cells.get((name, metric), [])
             row[f"published_{metric}"] = found[0][1].value if found else None
-            row[f"published_{metric}_source"] = shown.refs[found[0][0] - 1].name if found else None
+            row[f"published_{metric}_source"] = (shown.refs[found[0][0] - 1].name if found
+                                                 else None)
             if metric == params.report.metric:
                 per_task[name] = tasks
         rows.append(row)
@@ -239,9 +240,11 @@ def _build_reports(params: Params, records: RunRecords, published: Published,
                 f"Headline metric: {metric} success ({primary}).\n"]
     metrics: dict[str, dict] = {}
     written: dict[str, Path] = {}
+    cited: list = []
     sheets = write_videos(params, videos or {}, out_dir)
     for tname, table in params.tables.items():
         frame, per_task, shown = table_frame(params, table, records, published, rng)
+        cited += [s for s in mentioned(shown) if s not in cited]
         md = table_markdown(frame, table, params, shown)
         write_atomic(out_dir / "tables" / f"{tname}.md", md)
         write_atomic(out_dir / "tables" / f"{tname}.csv", frame.to_csv(index=False))
@@ -276,6 +279,7 @@ def _build_reports(params: Params, records: RunRecords, published: Published,
         written[f"{tname}_tasks"] = tasks_png
         if tname in sheets:
             written[f"{tname}_rollouts"] = sheets[tname]
+    sections.append(sources_text(cited))
     written["results"] = out_dir / REPORT_FILE
     write_atomic(written["results"], "\n".join(sections))
     # One small file per experiment: `dvc metrics show` prints a row per experiment with its
