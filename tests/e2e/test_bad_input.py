@@ -10,6 +10,7 @@ of every file before and after.
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
 import shutil
@@ -19,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+import pandas as pd
 import pytest
 import yaml
 
@@ -132,6 +134,19 @@ def drop_last_line(blob: bytes) -> bytes:
     return b"".join(blob.splitlines(keepends=True)[:-1])
 
 
+def drop_train(blob: bytes) -> bytes:
+    """A curve from before training success was recorded."""
+    curve = pd.read_csv(io.BytesIO(blob))
+    return curve.drop(columns=[c for c in curve.columns if c.startswith("train_")]).to_csv(
+        index=False).encode()
+
+
+def without_metric(blob: bytes) -> bytes:
+    source = yaml.safe_load(blob)
+    del source["metric"]
+    return yaml.safe_dump(source, sort_keys=False).encode()
+
+
 def short_vectors(blob: bytes) -> bytes:
     return json.dumps({k: v[:5] for k, v in json.loads(blob).items()}).encode()
 
@@ -234,8 +249,15 @@ CASES = [
          AGGREGATE, ("data/runs/tiny_mtsac-1/curve.csv", "ends at step 10", "step 20")),
     Case("summary-corrupt", write("data/runs/tiny_mtsac-1/summary.json", b"{\"final_step\": "),
          AGGREGATE, ("data/runs/tiny_mtsac-1/summary.json", "run summary", "not valid JSON")),
-    Case("published-corrupt", write("data/published.yaml", b"source: [unclosed\n"), AGGREGATE,
-         ("data/published.yaml", "published numbers file", "not valid YAML")),
+    Case("curve-train-columns-lost", write("data/runs/tiny_mtsac-1/curve.csv", drop_train),
+         AGGREGATE, ("data/runs/tiny_mtsac-1/curve.csv", "training curve",
+                     "no columns ['train_episodes', 'train_success']")),
+    Case("published-corrupt", write("data/published/care_paper.yaml", b"label: [unclosed\n"),
+         AGGREGATE, ("data/published/care_paper.yaml", "published numbers file",
+                     "not valid YAML")),
+    Case("published-field-missing", write("data/published/ptsl_figure.yaml", without_metric),
+         AGGREGATE, ("data/published/ptsl_figure.yaml", "published numbers file",
+                     "metric: missing required key")),
 ]
 
 
@@ -343,7 +365,7 @@ def test_reports_are_swapped_in_whole(project):
     data, reports = project / "data", project / "reports"
     records = collect(params, data / "runs", data / "eval")
     videos = collect_videos(params, data / "videos")
-    published = Published.load(data / "published.yaml")
+    published = Published.load(data / "published")
     raw = yaml.safe_load((project / "params.yaml").read_text())
     del raw["tables"]["long"]
     write_reports(parse_params(raw), records, published, reports, videos)

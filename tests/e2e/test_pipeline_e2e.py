@@ -37,8 +37,15 @@ def test_runs_share_one_curve_for_short_and_long_tables(project):
     assert short[["step", "seeds"]].values.tolist() == [[40, 2]]
     assert long[["step", "seeds"]].values.tolist() == [[60, 1]]
     curve1 = pd.read_csv(project / "data" / "runs" / "tiny_mtsac-1" / "curve.csv")
-    assert long["final_mean"].iloc[0] == pytest.approx(curve1.loc[curve1.step == 60, "success"].item())
-    assert long["best_mean"].iloc[0] == pytest.approx(curve1["success"].max())
+    at60 = curve1.step == 60
+    assert long["evaluation_final_mean"].iloc[0] == pytest.approx(
+        curve1.loc[at60, "success"].item())
+    assert long["evaluation_best_mean"].iloc[0] == pytest.approx(curve1["success"].max())
+    # Training success: the window before step 60 (20-step episodes: one per 20 steps).
+    assert curve1.loc[at60, "train_episodes"].item() == 1
+    assert long["training_final_mean"].iloc[0] == pytest.approx(
+        curve1.loc[at60, "train_success"].item())
+    assert long["training_best_mean"].iloc[0] == pytest.approx(curve1["train_success"].max())
 
 
 def test_reports_exist_and_agree(project):
@@ -46,16 +53,21 @@ def test_reports_exist_and_agree(project):
     evals = [json.loads((project / "data" / "eval" / f"tiny_mtsac-{s}.json").read_text())
              for s in (1, 2)]
     assert short["parameters"].iloc[0] == evals[0]["parameter_count"]
-    assert short["iqm_low"].iloc[0] <= short["iqm"].iloc[0] <= short["iqm_high"].iloc[0]
+    for metric in ("evaluation", "training"):
+        assert (short[f"{metric}_iqm_low"].iloc[0] <= short[f"{metric}_iqm"].iloc[0]
+                <= short[f"{metric}_iqm_high"].iloc[0])
     results = (project / "reports" / "results.md").read_text()
-    assert "| Tiny MT-SAC |" in results and "IQM final [95% CI]" in results
-    assert "Published:" in results
+    assert "| Tiny MT-SAC |" in results
+    assert "| evaluation IQM final [95% CI] | published | training IQM final [95% CI] |" in results
+    assert "#### Tiny (reported at 40 vector steps per task)" in results
+    # A tiny project's protocol is custom: no published value beside ours, and it says so.
+    assert "protocol `custom`" in results and "No published value for these rows." in results
     for name in ("short_curves.png", "short_tasks.png", "long_curves.png", "long_tasks.png"):
         assert (project / "reports" / "figures" / name).read_bytes()[:4] == b"\x89PNG"
     # One headline number per table row, one file per experiment (details in tables/*.csv).
     assert sorted(p.name for p in (project / "reports" / "metrics").iterdir()) == ["tiny_mtsac.json"]
     metrics = json.loads((project / "reports" / "metrics" / "tiny_mtsac.json").read_text())
-    assert metrics == {"short": pytest.approx(short["mean"].iloc[0], abs=1e-4),
+    assert metrics == {"short": pytest.approx(short["evaluation_mean"].iloc[0], abs=1e-4),
                        "long": pytest.approx(long_mean(project), abs=1e-4)}
     # Videos are off by default: the evaluate stage says so, the report folder explains it.
     index = json.loads((project / "data" / "videos" / "tiny_mtsac-1" / "index.json").read_text())
@@ -72,7 +84,7 @@ def test_reports_exist_and_agree(project):
 
 
 def long_mean(project) -> float:
-    return pd.read_csv(project / "reports" / "tables" / "long.csv")["mean"].iloc[0]
+    return pd.read_csv(project / "reports" / "tables" / "long.csv")["evaluation_mean"].iloc[0]
 
 
 def test_mlflow_runs_logged(project):
@@ -113,7 +125,8 @@ def test_second_repro_is_a_noop_and_dvc_views_work(project):
                  "runs/tiny_mtsac-2.csv"):
         assert f"reports/plots/{name}" in plots
     table = pd.read_csv(project / "reports" / "plots" / "tables" / "short.csv")
-    assert table["title"].unique().tolist() == ["Tiny: mean over 2 seed(s)"]
+    assert table["title"].unique().tolist() == [
+        "Tiny (reported at 40 vector steps per task): mean over 2 seed(s)"]
     assert table["row"].unique().tolist() == ["Tiny MT-SAC"] and table["step"].max() == 40
     run = pd.read_csv(project / "reports" / "plots" / "runs" / "tiny_mtsac-1.csv")
     assert run["title"].iloc[0] == "Tiny MT-SAC: tiny_mtsac-1" and run["step"].max() == 60

@@ -55,6 +55,25 @@ def test_plot_curves_is_reproducible_and_checks_inputs(tmp_path):
     assert not (tmp_path / "c.png").exists()
 
 
+def test_plot_curves_of_training_success_skips_empty_windows(tmp_path):
+    """Training success is empty where no episode finished: those rows are left out, and an
+    experiment without any value is named in the legend instead of failing the figure."""
+    c = _curves(2, 2)
+    c["train_success"] = c["success"]
+    c.loc[c["step"] == 100, "train_success"] = float("nan")
+    c.loc[c["experiment"] == "exp1", "train_success"] = float("nan")
+    path = tmp_path / "train.png"
+    plot_curves(c, ["exp0", "exp1"], path, "t", 50, np.random.default_rng(0),
+                column="train_success", ylabel="training success rate")
+    _png_size(path)
+    # The same data without the empty rows draws the same line for exp0.
+    full, kept = tmp_path / "full.png", tmp_path / "kept.png"
+    plot_curves(c, ["exp0"], full, "t", 50, np.random.default_rng(1), column="train_success")
+    plot_curves(c[c["train_success"].notna()], ["exp0"], kept, "t", 50,
+                np.random.default_rng(1), column="train_success")
+    assert full.read_bytes() == kept.read_bytes()
+
+
 def test_seed_band():
     rng = np.random.default_rng(0)
     assert seed_mean_band(np.array([0.4]), 100, rng) == (0.4, 0.4, 0.4)

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from ptsl.report.stats import (RowStats, Scores, iqm, mean_score, scores_at, stratified_bootstrap_ci,
-                        summarize)
+                        summarize, summarize_available, task_columns)
 
 TASKS = ["reach-v3", "push-v3"]
 
@@ -76,6 +76,56 @@ def test_scores_at_duplicate_evaluation_is_an_error():
     c = pd.concat([c, c.iloc[[2]]], ignore_index=True)
     with pytest.raises(ValueError, match="2 evaluations at step 30"):
         scores_at(c, "a", [1], 30)
+
+
+def _train_curves() -> pd.DataFrame:
+    """Training success of run "a": seed 1's windows at steps 10 and 30 hold episodes, the one
+    at 20 none (empty); seed 2 finished none before step 30."""
+    c = _curves()
+    nan = float("nan")
+    train = {(1, 10): (0.4, 0.2), (1, 20): (nan, nan), (1, 30): (0.1, 0.1),
+             (2, 10): (nan, nan), (2, 20): (nan, nan), (2, 30): (1.0, 0.5)}
+    for (seed, step), (reach, push) in train.items():
+        at = (c["experiment"] == "a") & (c["seed"] == seed) & (c["step"] == step)
+        c.loc[at, "train_success/reach-v3"] = reach
+        c.loc[at, "train_success/push-v3"] = push
+        c.loc[at, "train_success"] = (reach + push) / 2
+    c.loc[c["experiment"] == "b", "train_success/door-open-v3"] = 0.0
+    return c
+
+
+def test_training_scores_read_the_train_columns_of_the_run():
+    c = _train_curves()
+    assert task_columns(c, "a", "training") == ["train_success/reach-v3", "train_success/push-v3"]
+    final = scores_at(c, "a", [1, 2], 30, "final", "training")
+    assert final.tasks == tuple(TASKS)
+    np.testing.assert_allclose(final.values, [[0.1, 0.1], [1.0, 0.5]])
+
+
+def test_training_best_skips_empty_windows_and_final_may_be_empty():
+    c = _train_curves()
+    # Seed 1's best window up to step 20 is step 10's (step 20's is empty); seed 2 has none.
+    best = scores_at(c, "a", [1, 2], 20, "best", "training")
+    np.testing.assert_allclose(best.values[0], [0.4, 0.2])
+    assert np.isnan(best.values[1]).all()
+    final = scores_at(c, "a", [1, 2], 20, "final", "training")
+    assert np.isnan(final.values).all()
+    # summarize_available leaves the runs without a value out, and gives None without any.
+    rng = np.random.default_rng(0)
+    only_seed_1 = summarize_available(best, 100, rng)
+    assert only_seed_1.n_seeds == 1 and only_seed_1.mean == pytest.approx(0.3)
+    assert summarize_available(final, 100, rng) is None
+
+
+def test_a_half_empty_training_row_is_an_error():
+    c = _train_curves()
+    at = (c["experiment"] == "a") & (c["seed"] == 1) & (c["step"] == 30)
+    c.loc[at, "train_success/push-v3"] = float("nan")
+    with pytest.raises(ValueError, match=r"no training success value at step 30 for tasks "
+                                         r"\['push-v3'\]"):
+        scores_at(c, "a", [1], 30, "final", "training")
+    with pytest.raises(ValueError, match="metric"):
+        scores_at(c, "a", [1], 30, "final", "train")
 
 
 def test_iqm_is_the_mean_of_the_middle_half():

@@ -184,8 +184,17 @@ class Metrics(Record):
 
 
 class Curve:
-    """``curve.csv``: one row per evaluation: ``step``, ``env_steps``, ``success``,
-    ``return`` and ``success/<task>`` for every task."""
+    """``curve.csv``: one row per evaluation. Its columns, in this order:
+
+    - ``step``, ``env_steps``, ``success``, ``return`` and ``success/<task>`` for every task:
+      the deterministic evaluation at ``step`` (evaluation success, any step of an episode);
+    - ``train_episodes``: training episodes per task finished since the previous row (0 at
+      step 0);
+    - ``train_success`` and ``train_success/<task>`` for the same tasks in the same order: the
+      training success of those episodes (each task's rate of episodes with success at any
+      step under the stochastic policy; the mean over tasks), a windowed rate that is empty
+      exactly where ``train_episodes`` is 0.
+    """
 
     ROLE = "training curve"
     COLUMNS = ("step", "env_steps", "success", "return")
@@ -217,9 +226,10 @@ class Curve:
 
     @classmethod
     def read(cls, path: str | Path, final_step: int, steps: Sequence[int] = ()) -> pd.DataFrame:
-        """The curve, checked: the columns of a curve, no gap in any value, steps rising to
-        ``final_step`` (where the run stops) and each of ``steps`` (the steps the tables
-        report) evaluated."""
+        """The curve, checked: the columns of a curve, no gap in any evaluation value, steps
+        rising to ``final_step`` (where the run stops) and each of ``steps`` (the steps the
+        tables report) evaluated; the training-success columns for the same tasks, numeric, in
+        [0, 1] and empty exactly where ``train_episodes`` is 0."""
         path, role = Path(path), cls.ROLE
         data = _read_text(path)
         if not data.endswith(b"\n"):  # every curve is written whole, newline last
@@ -234,10 +244,12 @@ class Curve:
         if missing or not tasks:
             what = f"columns {missing}" if missing else f"{TASK_PREFIX}<task> columns"
             raise CorruptFileError(path, role, f"no {what}", REBUILD)
-        if curve.empty or curve.isna().any().any():
+        train = cls._train_columns(path, curve, tasks)
+        evaluation = curve.drop(columns=train[1:])  # training success is empty in some rows
+        if curve.empty or evaluation.isna().any().any():
             raise CorruptFileError(path, role, "empty or with missing values (truncated?)",
                                    REBUILD)
-        numeric = curve[["step", "success", "return", *tasks]]
+        numeric = curve[["step", "success", "return", *tasks, *train]]
         if not all(pd.api.types.is_numeric_dtype(numeric[c]) for c in numeric.columns):
             raise CorruptFileError(path, role, "non-numeric values", REBUILD)
         step = curve["step"]
@@ -248,6 +260,7 @@ class Curve:
         success = curve[["success", *tasks]]
         if ((success < 0) | (success > 1)).any().any():
             raise CorruptFileError(path, role, "success values outside [0, 1]", REBUILD)
+        cls._check_train_values(path, curve, train)
         last = int(step.iloc[-1])
         if last != final_step:
             raise CorruptFileError(path, role, f"ends at step {last}, but params.yaml trains "
@@ -257,4 +270,40 @@ class Curve:
             raise CorruptFileError(path, role, f"no evaluation at step(s) {absent} that the "
                                    "tables report", REBUILD)
         curve["step"] = step.astype(int)
+        curve["train_episodes"] = curve["train_episodes"].astype(int)
         return curve
+
+    @classmethod
+    def _train_columns(cls, path: Path, curve: pd.DataFrame, tasks: list[str]) -> list[str]:
+        """``train_episodes``, ``train_success`` and the per-task columns, which must name the
+        tasks of the ``success/`` columns in their order."""
+        absent = [c for c in ("train_episodes", "train_success") if c not in curve.columns]
+        if absent:
+            raise CorruptFileError(path, cls.ROLE, f"no columns {absent} (training success; a "
+                                   "curve from before it was recorded)", REBUILD)
+        names = [str(c)[len(TASK_PREFIX):] for c in tasks]
+        train_tasks = [c for c in curve.columns if str(c).startswith(TRAIN_PREFIX)]
+        if [str(c)[len(TRAIN_PREFIX):] for c in train_tasks] != names:
+            raise CorruptFileError(path, cls.ROLE, f"its {TRAIN_PREFIX}<task> columns do not "
+                                   f"name the tasks of its {TASK_PREFIX}<task> columns in their "
+                                   "order", REBUILD)
+        return ["train_episodes", "train_success", *train_tasks]
+
+    @classmethod
+    def _check_train_values(cls, path: Path, curve: pd.DataFrame, train: list[str]) -> None:
+        """Whole episode counts, 0 at step 0; rates in [0, 1], empty exactly where no episode
+        finished."""
+        episodes, rates = curve[train[0]], curve[train[1:]]
+        if episodes.isna().any() or not (episodes == episodes.round()).all() \
+                or (episodes < 0).any() or (episodes[curve["step"] == 0] != 0).any():
+            raise CorruptFileError(path, cls.ROLE, "train_episodes must be whole numbers >= 0, "
+                                   "0 at step 0", REBUILD)
+        if ((rates < 0) | (rates > 1)).any().any():
+            raise CorruptFileError(path, cls.ROLE, "training success values outside [0, 1]",
+                                   REBUILD)
+        empty = rates.isna()
+        none = (episodes == 0).to_numpy()[:, None]
+        if (empty.to_numpy() != none).any():
+            bad = int(curve["step"][(empty.to_numpy() != none).any(axis=1)].iloc[0])
+            raise CorruptFileError(path, cls.ROLE, f"training success at step {bad} must be "
+                                   "empty exactly where train_episodes is 0", REBUILD)

@@ -48,12 +48,25 @@ class TableConfig(Section):
     at: Literal["short", "long"] = "short"
 
 
+class PublishedSteps(Section):
+    """The paper's budget each kind of table stands for: published values measured at these
+    steps per task are shown beside the ``short`` and the ``long`` tables."""
+
+    short: Count = 200_000
+    long: Count = 1_000_000
+
+
 class ReportConfig(Section):
     """Aggregation settings."""
 
     primary: Literal["final", "best"] = Field("final", description="final: success at the "
                                                                    "reported step; best: best "
                                                                    "so far")
+    metric: Literal["evaluation", "training"] = Field(
+        "evaluation", description="the headline metric (first column pair, curves, heatmap, "
+                                  "metrics JSON): evaluation success (deterministic policy) or "
+                                  "training success (stochastic policy, the paper's figure)")
+    published_steps: PublishedSteps = PublishedSteps()
     bootstrap_reps: Count = 2000
 
 
@@ -416,6 +429,6 @@ def load_params(path: str | Path = "params.yaml") -> Params:
     return parse_params(read_yaml(path))
 
 
-__all__ = ["CUSTOM", "MAX_SEED", "Params", "ReportConfig", "RunsConfig", "TableConfig",
-           "apply_preset", "dotted_parent", "load_params", "parse_params", "preset_matches",
-           "preset_mismatch", "read_yaml", "run_config", "stage_group"]
+__all__ = ["CUSTOM", "MAX_SEED", "Params", "PublishedSteps", "ReportConfig", "RunsConfig",
+           "TableConfig", "apply_preset", "dotted_parent", "load_params", "parse_params",
+           "preset_matches", "preset_mismatch", "read_yaml", "run_config", "stage_group"]

@@ -21,7 +21,7 @@ REPORTS = Path("reports")
 SCRATCH = Path(os.environ.get("PTSL_SCRATCH") or ".scratch")  # ignored: resume checkpoints, task cache
 RESUME = SCRATCH / "resume"
 TASK_CACHE = SCRATCH / "tasks"
-PUBLISHED = Path("data/published.yaml")  # published numbers shown beside ours
+PUBLISHED = Path("data/published")  # published numbers with their provenance, a file per source
 EMBEDDINGS = Path("data/task_embeddings/metaworld-mt50.json")  # CARE's task descriptions
 # The validate stage's output (constant content, in git): every other stage depends on it, so
 # DVC runs validate first and a passing validation never makes another stage stale.

@@ -62,14 +62,17 @@ def seed_mean_band(values: np.ndarray, reps: int, rng: np.random.Generator,
 
 def plot_curves(curves: pd.DataFrame, experiments: Sequence[str], path: Path, title: str,
                 reps: int, rng: np.random.Generator, mark_step: int | None = None,
-                labels: Mapping[str, str] | Sequence[str] | None = None) -> None:
-    """Mean evaluation success over seeds per step, one line per experiment, with 95% bands.
+                labels: Mapping[str, str] | Sequence[str] | None = None,
+                column: str = "success", ylabel: str = "evaluation success rate") -> None:
+    """Mean success over seeds per step, one line per experiment, with 95% bands.
 
-    ``curves`` is ``report.collect(...).curves`` (columns experiment, seed, step, success, ...).
-    The band is a percentile bootstrap over seeds of the mean at each step (``reps`` replicates
-    drawn from ``rng``). ``mark_step`` draws a dashed vertical line at the reported step.
-    ``labels`` renames experiments in the legend (a mapping, or a sequence aligned with
-    ``experiments``).
+    ``curves`` is ``report.collect(...).curves`` (columns experiment, seed, step, and
+    ``column``: ``success``, or ``train_success`` whose empty rows, where no training episode
+    finished, are left out). The band is a percentile bootstrap over seeds of the mean at each
+    step (``reps`` replicates drawn from ``rng``). ``mark_step`` draws a dashed vertical line at
+    the reported step. ``labels`` renames experiments in the legend (a mapping, or a sequence
+    aligned with ``experiments``). An experiment without any value is named in the legend as
+    such.
     """
     if not isinstance(rng, np.random.Generator):
         raise TypeError(f"rng must be a numpy.random.Generator, got {type(rng).__name__}")
@@ -94,11 +97,16 @@ def plot_curves(curves: pd.DataFrame, experiments: Sequence[str], path: Path, ti
             bad = run.loc[dup, ["seed", "step"]].iloc[0]
             raise ValueError(f"experiment {exp!r} seed {bad['seed']} has more than one "
                              f"evaluation at step {bad['step']}")
-        # Steps where only some seeds were evaluated are averaged over the seeds that were.
-        by_step = run.pivot(index="step", columns="seed", values="success").sort_index()
+        run = run[run[column].notna()]
+        style = "-" if i < 10 else "--"
+        if run.empty:  # e.g. no training episode finished yet: say so rather than draw nothing
+            ax.plot([], [], color=color, ls=style, lw=1.8,
+                    label=f"{_label(exp, i, labels)} (no values)")
+            continue
+        # Steps where only some seeds have a value are averaged over the seeds that do.
+        by_step = run.pivot(index="step", columns="seed", values=column).sort_index()
         stats = np.array([seed_mean_band(row, reps, rng) for row in by_step.to_numpy()])
         steps = by_step.index.to_numpy()
-        style = "-" if i < 10 else "--"
         ax.plot(steps, stats[:, 0], color=color, ls=style, lw=1.8, label=_label(exp, i, labels))
         ax.fill_between(steps, stats[:, 1], stats[:, 2], color=color, alpha=band_alpha, lw=0)
     if mark_step is not None:
@@ -106,7 +114,7 @@ def plot_curves(curves: pd.DataFrame, experiments: Sequence[str], path: Path, ti
     ax.set_xlabel("vector steps per task")
     # Plain thousands (1,000,000) rather than matplotlib's 1e6 offset text for long budgets.
     ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:,.0f}"))
-    ax.set_ylabel("evaluation success rate")
+    ax.set_ylabel(ylabel)
     # A small margin keeps lines at exactly 0 or 1 from being hidden by the axes' spines.
     ax.set_ylim(-0.02, 1.02)
     ax.set_title(title, fontsize=10)
@@ -119,17 +127,19 @@ def plot_curves(curves: pd.DataFrame, experiments: Sequence[str], path: Path, ti
 
 
 def short_task_name(name: str) -> str:
-    """``success/pick-place-v3`` or ``pick-place-v3`` -> ``pick-place``."""
-    return _VERSION_SUFFIX.sub("", name.removeprefix("success/"))
+    """``success/pick-place-v3``, ``train_success/pick-place-v3`` or ``pick-place-v3`` ->
+    ``pick-place``."""
+    return _VERSION_SUFFIX.sub("", name.removeprefix("train_success/").removeprefix("success/"))
 
 
 def plot_task_heatmap(matrix: np.ndarray, row_labels: Sequence[str], task_names: Sequence[str],
-                      path: Path, title: str) -> None:
+                      path: Path, title: str, colorbar: str = "success rate") -> None:
     """Per-task success heatmap: one row per table row (experiment), one column per task.
 
     ``matrix[i, j]`` is the mean success over seeds of row ``i`` on task ``j``, drawn on a fixed
-    0..1 colour scale (NaN cells are grey). Cells carry their value when there are at most 12
-    tasks; with more (MT50) the figure widens so every task label stays readable.
+    0..1 colour scale (NaN cells, e.g. no training episode finished, are grey); ``colorbar``
+    names the metric. Cells carry their value when there are at most 12 tasks; with more (MT50)
+    the figure widens so every task label stays readable.
     """
     m = np.asarray(matrix, dtype=float)
     if m.ndim != 2 or m.size == 0:
@@ -164,7 +174,7 @@ def plot_task_heatmap(matrix: np.ndarray, row_labels: Sequence[str], task_names:
                         color="white" if v < 0.6 else "black")
     ax.set_title(title, fontsize=10)
     cbar = fig.colorbar(im, ax=ax, fraction=0.05 if annotate else 0.02, pad=0.01)
-    cbar.set_label("success rate", fontsize=8)
+    cbar.set_label(colorbar, fontsize=8)
     cbar.ax.tick_params(labelsize=7)
     _save_png_atomic(fig, path)
 

@@ -1,17 +1,17 @@
 """What the aggregate stage reads: every run's curve, summary and evaluation record (checked by
-the readers of :mod:`ptsl.core.records`) and the numbers published elsewhere."""
+the readers of :mod:`ptsl.core.records`) and the numbers published elsewhere
+(:class:`~ptsl.report.published.Published`, data/published/)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Mapping
 
 import pandas as pd
 
-from ..core.errors import ConfigError, CorruptFileError
 from ..core.records import Curve, Evaluation, Summary, run_id
-from ..ops.params import Params, read_yaml, run_config
+from ..ops.params import Params, run_config
+from .published import Published
 
 
 @dataclass(frozen=True)
@@ -42,39 +42,4 @@ def collect(params: Params, runs_dir: Path, evals_dir: Path) -> RunRecords:
     return RunRecords(evals=pd.DataFrame(eval_rows), curves=pd.concat(curve_rows, ignore_index=True))
 
 
-@dataclass(frozen=True)
-class Published:
-    """Success rates published elsewhere, under another protocol (kept as data with its source)."""
-
-    source: str
-    protocol: str
-    success: Mapping[str, Mapping[str, float]]  # benchmark -> method -> success
-
-    @staticmethod
-    def load(path: Path) -> "Published":
-        """Read and check the file; a malformed one is a CorruptFileError naming it."""
-        if not path.is_file():
-            raise FileNotFoundError(f"{path}: published numbers file not found; restore it with "
-                                    f"`git checkout -- {path}`")
-        try:
-            raw = read_yaml(path)
-        except ConfigError as exc:
-            raise _corrupt_published(path, str(exc).removeprefix(f"{path}: ")) from None
-        if not isinstance(raw, Mapping) or not {"source", "protocol", "success"} <= set(raw):
-            raise _corrupt_published(path, "expected the keys source, protocol and success")
-        success = raw["success"]
-        if not isinstance(success, Mapping) or not all(
-                isinstance(methods, Mapping) and all(
-                    isinstance(v, (int, float)) and not isinstance(v, bool)
-                    for v in methods.values()) for methods in success.values()):
-            raise _corrupt_published(path, "success: expected benchmark -> method -> number")
-        return Published(source=str(raw["source"]), protocol=str(raw["protocol"]),
-                         success=success)
-
-    def get(self, benchmark: str, method: str) -> float | None:
-        return self.success.get(benchmark, {}).get(method)
-
-
-def _corrupt_published(path: Path, detail: str) -> CorruptFileError:
-    return CorruptFileError(path, "published numbers file", detail,
-                            f"restore it with `git checkout -- {path}`")
+__all__ = ["Published", "RunRecords", "collect"]

@@ -23,9 +23,13 @@ import numpy as np
 import pandas as pd
 from scipy.stats import trim_mean
 
-from ..core.records import TASK_PREFIX
+from ..core.records import TASK_PREFIX, TRAIN_PREFIX
 
 Kind = Literal["final", "best"]
+#: evaluation: the deterministic evaluations (``success/<task>``); training: the training
+#: episodes' windowed rate (``train_success/<task>``), empty where no episode finished.
+Metric = Literal["evaluation", "training"]
+PREFIX = {"evaluation": TASK_PREFIX, "training": TRAIN_PREFIX}
 # A statistic maps score matrices of shape (..., runs, tasks) to one value per leading index.
 Statistic = Callable[[np.ndarray], "np.ndarray | float"]
 
@@ -42,46 +46,62 @@ class Scores:
     seeds: tuple[int, ...]
 
 
-def task_columns(curves: pd.DataFrame, experiment: str | None = None) -> list[str]:
-    """The ``success/<task>`` columns (frame order) that hold values for ``experiment``.
+def task_columns(curves: pd.DataFrame, experiment: str | None = None,
+                 metric: Metric = "evaluation") -> list[str]:
+    """The per-task columns of ``metric`` (``success/<task>`` or ``train_success/<task>``, frame
+    order) that belong to ``experiment``.
 
     Curves of experiments on different benchmarks (MT10, MT50) share one frame after
-    ``report.collect``; each run only fills the columns of its own benchmark's tasks.
+    ``report.collect``; each run only fills the columns of its own benchmark's tasks (its
+    evaluation columns, which are never empty, tell which).
     """
-    cols = [c for c in curves.columns if isinstance(c, str) and c.startswith(TASK_PREFIX)]
+    prefix = PREFIX[metric]
+    cols = [c for c in curves.columns if isinstance(c, str) and c.startswith(prefix)]
     if experiment is None:
         return cols
     rows = curves[curves["experiment"] == experiment]
-    return [c for c in cols if rows[c].notna().any()]
+    own = {task_name(c) for c in curves.columns if isinstance(c, str)
+           and c.startswith(TASK_PREFIX) and rows[c].notna().any()}
+    return [c for c in cols if task_name(c) in own]
 
 
 def task_name(column: str) -> str:
-    """``success/reach-v3`` -> ``reach-v3``."""
-    return column[len(TASK_PREFIX):] if column.startswith(TASK_PREFIX) else column
+    """``success/reach-v3`` or ``train_success/reach-v3`` -> ``reach-v3``."""
+    for prefix in (TASK_PREFIX, TRAIN_PREFIX):
+        if column.startswith(prefix):
+            return column[len(prefix):]
+    return column
 
 
 def scores_at(curves: pd.DataFrame, experiment: str, seeds: Sequence[int], step: int,
-              kind: Kind = "final") -> Scores:
+              kind: Kind = "final", metric: Metric = "evaluation") -> Scores:
     """Per-task success of each seed's run of ``experiment`` at the reported ``step``.
 
-    ``kind="final"`` takes the evaluation at exactly ``step``. ``kind="best"`` takes the run's
-    evaluation at steps <= ``step`` with the highest mean success over tasks (best so far; the
-    earliest on ties) and reports that evaluation's per-task values, so a run is never credited
-    with task peaks reached at different times. The run must still have an evaluation at exactly
-    ``step`` so that every run is reported at the same budget. Rows follow ``seeds``, columns the task order of the curve files.
+    ``kind="final"`` takes the row at exactly ``step``. ``kind="best"`` takes the run's row at
+    steps <= ``step`` with the highest mean success over tasks (best so far; the earliest on
+    ties) and reports that row's per-task values, so a run is never credited with task peaks
+    reached at different times. The run must still have a row at exactly ``step`` so that every
+    run is reported at the same budget. Rows follow ``seeds``, columns the task order of the
+    curve files.
 
-    Raises ValueError when a run is missing, has no evaluation (or more than one) at ``step``,
-    or lacks a task's value there.
+    ``metric="training"`` reads the training success: a row where no training episode finished
+    is empty; ``best`` skips such rows, and a run with no value (``final`` on an empty row, or
+    no episode up to ``step``) gets a row of NaN (:func:`summarize_available` leaves it out).
+
+    Raises ValueError when a run is missing, has no row (or more than one) at ``step``, or
+    lacks a task's evaluation success there.
     """
     if kind not in ("final", "best"):
         raise ValueError(f"kind must be 'final' or 'best', got {kind!r}")
+    if metric not in PREFIX:
+        raise ValueError(f"metric must be 'evaluation' or 'training', got {metric!r}")
     if len(seeds) == 0:
         raise ValueError(f"no seeds given for experiment {experiment!r}")
-    columns = task_columns(curves, experiment)
+    columns = task_columns(curves, experiment, metric)
     if not columns:
         present = sorted(curves["experiment"].unique().tolist())
-        raise ValueError(f"experiment {experiment!r} has no per-task success columns in the "
-                         f"curves (experiments present: {present})")
+        raise ValueError(f"experiment {experiment!r} has no per-task {metric} success columns "
+                         f"in the curves (experiments present: {present})")
     exp_rows = curves[curves["experiment"] == experiment]
     rows = []
     for seed in seeds:
@@ -99,11 +119,14 @@ def scores_at(curves: pd.DataFrame, experiment: str, seeds: Sequence[int], step:
             picked = at[columns].iloc[0]
         else:
             upto = run[run["step"] <= step].sort_values("step")
-            picked = upto[columns].iloc[int(np.argmax(upto[columns].mean(axis=1).to_numpy()))]
+            means = upto[columns].mean(axis=1, skipna=False).to_numpy()
+            filled = ~np.isnan(means)
+            picked = (upto[columns].iloc[int(np.argmax(np.where(filled, means, -np.inf)))]
+                      if filled.any() else upto[columns].iloc[-1])
         missing = [task_name(c) for c in columns if pd.isna(picked[c])]
-        if missing:
-            raise ValueError(f"experiment {experiment!r} seed {seed} has no success value at "
-                             f"step {step} for tasks {missing}")
+        if missing and (metric == "evaluation" or len(missing) < len(columns)):
+            raise ValueError(f"experiment {experiment!r} seed {seed} has no {metric} success "
+                             f"value at step {step} for tasks {missing}")
         rows.append(picked.to_numpy(dtype=float))
     values = np.vstack(rows)
     values.setflags(write=False)  # Scores is frozen; keep its matrix from being edited in place
@@ -193,3 +216,12 @@ def summarize(scores: Scores | np.ndarray, reps: int, rng: np.random.Generator) 
     return RowStats(mean=float(per_run.mean()),
                     std=float(per_run.std(ddof=1)) if len(per_run) > 1 else 0.0,
                     iqm=float(iqm(x)), iqm_low=low, iqm_high=high, n_seeds=int(x.shape[0]))
+
+
+def summarize_available(scores: Scores, reps: int,
+                        rng: np.random.Generator) -> RowStats | None:
+    """:func:`summarize` over the runs that have a value (a run's training success is empty
+    when no training episode finished); None when no run has one."""
+    x = np.asarray(scores.values, dtype=float)
+    full = x[~np.isnan(x).any(axis=1)]
+    return summarize(full, reps, rng) if len(full) else None

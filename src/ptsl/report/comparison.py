@@ -1,0 +1,159 @@
+"""Which published values stand beside a table's rows, and the notes under the table that say
+where each comes from.
+
+A published value is shown in a row's column of the same metric only when its source was
+measured under the active protocol (``params.protocol``) at the step per task the table stands
+for (``report.published_steps``). Values of the active protocol at a step no table stands for
+(2M steps per task) are listed under the table, not beside ours; sources of another protocol are
+named once per table with their protocol (docs/statistics.md).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..ops.params import Params, TableConfig
+from .published import Metric, Published, PublishedSource, PublishedValue
+
+METRICS: tuple[Metric, ...] = ("evaluation", "training")
+
+
+@dataclass(frozen=True)
+class Beside:
+    """The published values of one table: ``cells[(experiment, metric)]`` holds the
+    ``(reference number, value)`` pairs shown in that cell; ``refs`` the sources in reference
+    order; ``elsewhere`` the active protocol's values at other steps; ``inactive`` the sources
+    of these rows measured under another protocol."""
+
+    step: int
+    cells: dict[tuple[str, str], list[tuple[int, PublishedValue]]] = field(default_factory=dict)
+    refs: list[PublishedSource] = field(default_factory=list)
+    elsewhere: list[tuple[PublishedSource, str, PublishedValue]] = field(default_factory=list)
+    inactive: list[PublishedSource] = field(default_factory=list)
+
+
+def published_step(params: Params, table: TableConfig) -> int:
+    """The step per task whose published values stand beside ``table``."""
+    return getattr(params.report.published_steps, table.at)
+
+
+def beside(params: Params, table: TableConfig, published: Published) -> Beside:
+    """The published values that stand beside ``table``'s rows."""
+    out = Beside(step=published_step(params, table))
+    # A value at the other kind of table's step stands beside that table instead.
+    table_steps = {params.report.published_steps.short, params.report.published_steps.long}
+    for name in table.rows:
+        exp = params.experiments[name]
+        for metric in METRICS:
+            for source, value in published.values_for(exp, metric):
+                if source.protocol.preset != params.protocol:
+                    if source not in out.inactive:
+                        out.inactive.append(source)
+                elif value.steps != out.step:
+                    if value.steps not in table_steps:
+                        out.elsewhere.append((source, name, value))
+                else:
+                    if source not in out.refs:
+                        out.refs.append(source)
+                    ref = out.refs.index(source) + 1
+                    out.cells.setdefault((name, metric), []).append((ref, value))
+    return out
+
+
+def cell_text(found: list[tuple[int, PublishedValue]] | None, refs: list[PublishedSource]) -> str:
+    """A published cell: ``0.39 [1]`` (several sources side by side), or a dash."""
+    if not found:
+        return "—"
+    return ", ".join(f"{_number(v.value, refs[ref - 1])} [{ref}]" for ref, v in found)
+
+
+def _number(x: float, source: PublishedSource) -> str:
+    # As precise as the source: three decimals from a figure's data, two from a table or read
+    # off a figure.
+    return f"{x:.3f}" if source.obtained.how == "figure data" else f"{x:.2f}"
+
+
+def _seeds(source: PublishedSource, values: list[PublishedValue]) -> str:
+    counts = sorted({v.seeds or source.seeds for v in values}, key=str)
+    if counts == ["not stated"]:
+        return "seeds not stated"
+    return " or ".join(str(c) for c in counts) + " seeds"
+
+
+def _obtained(source: PublishedSource) -> str:
+    ob = source.obtained
+    if ob.how == "figure":
+        return f"read off a figure (±{ob.precision:g})"
+    if ob.how == "figure data":
+        return "from the data of a figure"
+    return "from a table"
+
+
+def _environment(source: PublishedSource) -> str:
+    version = source.protocol.env_version
+    if source.comparable_environment:
+        return f"Meta-World {version}"
+    return f"Meta-World {version}, not the v3 tasks this project runs"
+
+
+def protocol_text(source: PublishedSource) -> str:
+    """The source's protocol in a few words."""
+    p = source.protocol
+    goals = "one fixed goal per task" if p.goals == "fixed" else "goals resampled"
+    preset = "no preset of this project" if p.preset == "none" else f"`{p.preset}`"
+    return (f"{preset}: {_environment(source)}, {p.reward_version} rewards, "
+            f"{p.episode_length}-step episodes, {goals}")
+
+
+def notes(beside_: Beside, params: Params, labels: dict[str, str]) -> str:
+    """The notes under a table: each shown source with its metric, statistic, seeds and how
+    its values were obtained; the active protocol's values at other steps; the sources of
+    another protocol, named once with theirs."""
+    lines = []
+    for ref, source in enumerate(beside_.refs, start=1):
+        shown = [(name, v) for (name, _), found in beside_.cells.items()
+                 for r, v in found if r == ref]
+        value_notes = "; ".join(f"{labels[name]} {_number(v.value, source)}: {v.note}"
+                                for name, v in shown if v.note)
+        lines.append(
+            f"[{ref}] {source.label} (`{source.file}`): {source.metric} success, "
+            f"{source.statistic}; {_seeds(source, [v for _, v in shown])}; "
+            f"{_obtained(source)}; protocol "
+            f"{protocol_text(source)}." + (f" Notes: {value_notes}." if value_notes else ""))
+    if beside_.elsewhere:
+        by_source: dict[str, list[str]] = {}
+        for source, name, v in beside_.elsewhere:
+            by_source.setdefault(source.name, [source.label, source.metric]).append(
+                f"{labels[name]} {_number(v.value, source)} at {v.steps:,}")
+        listed = "; ".join(f"{label} ({metric} success): {', '.join(items)}"
+                           for label, metric, *items in by_source.values())
+        lines.append(f"Published under this protocol at other steps per task, so not beside "
+                     f"ours: {listed}.")
+    if beside_.inactive:
+        listed = "; ".join(f"{s.label} (protocol {protocol_text(s)})" for s in beside_.inactive)
+        lines.append(f"Not shown: published values for these rows measured under another "
+                     f"protocol than the active `{params.protocol}`: {listed}.")
+    if not lines:
+        return "No published value for these rows.\n"
+    head = (f"Published values beside ours are those measured at {beside_.step:,} steps per "
+            f"task under the active protocol `{params.protocol}`" + (
+                "." if beside_.refs else "; there is none for these rows."))
+    return "\n".join([head, "", *[f"- {line}" for line in lines]]) + "\n"
+
+
+def mentioned(beside_: Beside) -> list[PublishedSource]:
+    """Every source a table's notes name."""
+    out: list[PublishedSource] = []
+    for source in [*beside_.refs, *(s for s, _, _ in beside_.elsewhere), *beside_.inactive]:
+        if source not in out:
+            out.append(source)
+    return out
+
+
+def sources_text(sources: list[PublishedSource]) -> str:
+    """The full citation of every source the tables name, once (results.md's last section)."""
+    if not sources:
+        return ""
+    lines = [f"- {s.label} (`{s.file}`): {s.citation}. Values obtained {_obtained(s)}: "
+             f"{s.obtained.where}." for s in sources]
+    return "Sources of the published values:\n\n" + "\n".join(lines) + "\n"

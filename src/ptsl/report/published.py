@@ -1,0 +1,207 @@
+"""Success rates published elsewhere, kept as data with their provenance: one YAML file per source
+in ``data/published/`` (the citation; the protocol it was measured under; the metric, statistic,
+seeds and training length; how each value was obtained; the values per benchmark, method and
+step). :meth:`Published.load` checks every file and refuses a missing or malformed field with one
+line naming the file and the field; :meth:`Published.values_for` finds the values that stand for a
+table row. docs/statistics.md says which source is comparable with which run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, Literal, Mapping
+
+from pydantic import (Field, StrictStr, TypeAdapter, ValidationError, field_validator,
+                      model_validator)
+
+from ..core.config import Count, ExperimentConfig, MethodName, Section, config_error
+from ..core.errors import ConfigError, CorruptFileError
+from ..ops.params import read_yaml
+from .stats import Metric
+
+ROLE = "published numbers file"
+#: The Meta-World version this project's runs use (its tasks are the ``-v3`` ones).
+OUR_ENV_VERSION = "v3"
+#: What a published value's ``match`` may constrain: an experiment's network and options.
+MATCH_FIELDS = tuple(f for f in ExperimentConfig.model_fields
+                     if f not in ("benchmark", "method", "long", "label", "name"))
+
+Text = Annotated[StrictStr, Field(min_length=1)]
+
+
+class SourceProtocol(Section):
+    """The protocol a source was measured under, and the preset of params.yaml's ``protocols:``
+    it corresponds to (``none``: neither)."""
+
+    preset: Literal["reference", "metaworld-plus", "none"]
+    environment: Text  # e.g. "Meta-World v1 tasks at commit af8417b (12-dim observation)"
+    env_version: Literal["v1", "v2", "v3"]
+    reward_version: Literal["v1", "v2"]
+    episode_length: Count
+    goals: Literal["fixed", "resample"]
+    evaluation: Text  # how success was measured (the policy, the episodes)
+
+
+class Obtained(Section):
+    """How the values were obtained: from a table, read off a figure (with its precision), or
+    from the data a figure was drawn from."""
+
+    how: Literal["table", "figure", "figure data"]
+    where: Text  # the exact place: table number, figure file and repository path, commit
+    precision: Annotated[float, Field(gt=0, lt=1)] | None = None
+
+    @model_validator(mode="after")
+    def _precision_of_a_figure(self) -> "Obtained":
+        if self.how == "figure" and self.precision is None:
+            raise ValueError("precision: required when values are read off a figure "
+                             "(e.g. 0.02)")
+        return self
+
+
+class PublishedValue(Section):
+    """One published number: benchmark, method, the step per task it was measured at, and
+    which experiments of params.yaml it stands for (``match``: experiment fields that must
+    equal, e.g. ``{num_layers: 2}``; empty: every experiment of the method)."""
+
+    benchmark: Literal["mt10", "mt50"]
+    method: MethodName
+    steps: Count
+    value: Any
+    match: dict[str, Any] = {}
+    seeds: Count | None = None          # when it differs from the source's
+    steps_per_task: Count | None = None  # when it differs from the source's
+    note: StrictStr = ""
+
+    @field_validator("value")
+    @classmethod
+    def _rate(cls, v: Any) -> float:
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0.0 <= v <= 1.0:
+            raise ValueError(f"must be a success rate in [0, 1], got {v!r}")
+        return float(v)
+
+    @field_validator("match")
+    @classmethod
+    def _match_fields(cls, match: dict[str, Any]) -> dict[str, Any]:
+        for key, want in match.items():
+            if key not in MATCH_FIELDS:
+                raise ValueError(f"{key}: unknown experiment field; allowed: "
+                                 f"{', '.join(MATCH_FIELDS)}")
+            try:
+                TypeAdapter(ExperimentConfig.model_fields[key].annotation).validate_python(
+                    want, strict=True)
+            except ValidationError:
+                raise ValueError(f"{key}: {want!r} is not a value of experiment field {key}") \
+                    from None
+        return match
+
+    def stands_for(self, experiment: ExperimentConfig) -> bool:
+        """Whether this value is the published counterpart of ``experiment``."""
+        return (experiment.benchmark == self.benchmark and experiment.method == self.method
+                and all(getattr(experiment, k) == v for k, v in self.match.items()))
+
+
+class PublishedSource(Section):
+    """One source (one file of ``data/published/``)."""
+
+    label: Text     # a short name for table notes, e.g. "PTSL paper, results figure"
+    citation: Text
+    protocol: SourceProtocol
+    metric: Metric
+    statistic: Text  # e.g. "mean over seeds of each run's best evaluation so far"
+    seeds: Any  # a count, or "not stated"
+    steps_per_task: Count  # how long the runs trained
+    obtained: Obtained
+    values: Annotated[list[PublishedValue], Field(min_length=1)]
+    notes: StrictStr = ""
+    name: StrictStr = ""  # the file's stem (set by the loader, not in the file)
+    file: StrictStr = ""  # the file's path as loaded (likewise)
+
+    @field_validator("seeds")
+    @classmethod
+    def _seeds(cls, v: Any) -> int | str:
+        if v != "not stated" and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
+            raise ValueError(f"expected a number of seeds (an integer >= 1) or 'not stated', "
+                             f"got {v!r}")
+        return v
+
+    @model_validator(mode="after")
+    def _one_value_per_cell(self) -> "PublishedSource":
+        seen = set()
+        for v in self.values:
+            key = (v.benchmark, v.method, v.steps, tuple(sorted(v.match.items())))
+            if key in seen:
+                raise ValueError(f"values: two values for {v.benchmark} {v.method} at step "
+                                 f"{v.steps} with match {v.match or '{}'}")
+            seen.add(key)
+        return self
+
+    @property
+    def comparable_environment(self) -> bool:
+        """Whether the source ran the Meta-World version this project runs."""
+        return self.protocol.env_version == OUR_ENV_VERSION
+
+
+@dataclass(frozen=True)
+class Published:
+    """Every published source, in file-name order."""
+
+    sources: tuple[PublishedSource, ...]
+
+    @staticmethod
+    def load(folder: Path) -> "Published":
+        """Read and check every ``<source>.yaml`` of ``folder``; a malformed file is a
+        :class:`CorruptFileError` naming it and the field."""
+        folder = Path(folder)
+        if not folder.is_dir():
+            raise FileNotFoundError(f"{folder}: published numbers folder not found; restore it "
+                                    f"with `git checkout -- {folder}`")
+        sources = []
+        for path in sorted(folder.iterdir()):
+            if path.name.startswith("."):
+                continue
+            if path.suffix != ".yaml" or not path.is_file():
+                raise _corrupt(path, f"not a .yaml file; a source is {folder}/<name>.yaml")
+            sources.append(load_source(path))
+        return Published(sources=tuple(sources))
+
+    def values_for(self, experiment: ExperimentConfig,
+                   metric: Metric) -> list[tuple[PublishedSource, PublishedValue]]:
+        """The published values of ``metric`` that stand for ``experiment``, at any step."""
+        return [(s, v) for s in self.sources if s.metric == metric
+                for v in s.values if v.stands_for(experiment)]
+
+
+def load_source(path: Path) -> PublishedSource:
+    """One source file, checked."""
+    try:
+        raw = read_yaml(path)
+    except ConfigError as exc:
+        raise _corrupt(path, str(exc).removeprefix(f"{path}: ")) from None
+    if not isinstance(raw, Mapping):
+        raise _corrupt(path, "expected a mapping of the fields label, citation, protocol, "
+                             "metric, statistic, seeds, steps_per_task, obtained, values")
+    for key in ("name", "file"):
+        if key in raw:
+            raise _corrupt(path, f"{key}: unknown key (a source is named by its file)")
+    try:
+        return PublishedSource.model_validate({**raw, "name": path.stem, "file": str(path)})
+    except ValidationError as exc:
+        raise _corrupt(path, _field_error(exc)) from None
+
+
+def _field_error(exc: ValidationError) -> str:
+    """pydantic's first error as ``<field path>: <what is wrong>``, list items as ``[i]``."""
+    loc = exc.errors(include_url=False)[0]["loc"]
+    plain = ".".join(str(p) for p in loc if not isinstance(p, int))
+    indexed = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in loc).lstrip(".")
+    text = str(config_error(exc, PublishedSource, ""))
+    return indexed + text[len(plain):] if plain and text.startswith(plain) else text
+
+
+def _corrupt(path: Path, detail: str) -> CorruptFileError:
+    return CorruptFileError(path, ROLE, detail, f"restore it with `git checkout -- {path}`")
+
+
+__all__ = ["Metric", "OUR_ENV_VERSION", "Obtained", "Published", "PublishedSource",
+           "PublishedValue", "SourceProtocol", "load_source"]

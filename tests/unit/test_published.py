@@ -1,0 +1,159 @@
+"""Published numbers as data: every source file of data/published/ loads with its provenance, and
+a file that lacks a field or has a malformed one is refused with one line naming the file and
+the field."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ptsl.core.config import ExperimentConfig
+from ptsl.core.errors import CorruptFileError
+from ptsl.ops.paths import PUBLISHED
+from ptsl.report.published import Published, load_source
+
+from ..conftest import ROOT
+
+FOLDER = ROOT / PUBLISHED
+SOURCE = yaml.safe_load((FOLDER / "care_paper.yaml").read_text())
+
+REQUIRED = ["label", "citation", "protocol", "metric", "statistic", "seeds", "steps_per_task",
+            "obtained", "values",
+            *[f"protocol.{k}" for k in ("preset", "environment", "env_version",
+                                        "reward_version", "episode_length", "goals",
+                                        "evaluation")],
+            "obtained.how", "obtained.where",
+            *[f"values[0].{k}" for k in ("benchmark", "method", "steps", "value")]]
+
+
+def _edit(data: dict, dotted: str, value=None, delete: bool = False) -> dict:
+    """A copy of ``data`` with ``a.b`` or ``values[0].c`` set (or removed)."""
+    out = copy.deepcopy(data)
+    *parents, leaf = dotted.split(".")
+    node = out
+    for part in parents:
+        name, _, index = part.partition("[")
+        node = node[name][int(index[:-1])] if index else node[name]
+    if delete:
+        del node[leaf]
+    else:
+        node[leaf] = value
+    return out
+
+
+def _refused(tmp_path: Path, data, says: str) -> str:
+    path = tmp_path / "source.yaml"
+    path.write_text(data if isinstance(data, str) else yaml.safe_dump(data, sort_keys=False))
+    with pytest.raises(CorruptFileError) as err:
+        load_source(path)
+    msg = str(err.value)
+    assert msg.startswith(f"{path}: published numbers file is unreadable (")
+    assert says in msg, msg
+    assert "\n" not in msg and msg.endswith(f"restore it with `git checkout -- {path}`")
+    return msg
+
+
+def test_the_project_sources_load_with_their_provenance():
+    published = Published.load(FOLDER)
+    names = [s.name for s in published.sources]
+    assert names == ["care_paper", "ptsl_figure", "scaling_baselines", "scaling_mt10_curves"]
+    by = {s.name: s for s in published.sources}
+    fig = by["ptsl_figure"]
+    assert (fig.metric, fig.protocol.preset, fig.protocol.env_version) == ("training",
+                                                                            "reference", "v1")
+    assert fig.obtained.how == "figure" and fig.obtained.precision == 0.02
+    cells = {(v.benchmark, v.method, v.steps, tuple(v.match.items())): v.value
+             for v in fig.values}
+    assert cells[("mt10", "care_ptsl", 200000, (("num_layers", 3),))] == 0.51
+    assert cells[("mt50", "sac_ptsl", 1000000, ())] == 0.61
+    assert [v.seeds for v in fig.values if v.steps == 1000000] == [4] * 10
+    care = by["care_paper"]
+    assert (care.metric, care.protocol.preset, care.steps_per_task) == ("evaluation",
+                                                                        "reference", 2000000)
+    assert {s.protocol.preset for s in published.sources} == {"reference", "metaworld-plus"}
+    assert all(s.protocol.env_version == "v3" for s in published.sources
+               if s.protocol.preset == "metaworld-plus")
+
+
+@pytest.mark.parametrize("field", REQUIRED)
+def test_a_missing_field_is_named(tmp_path, field):
+    _refused(tmp_path, _edit(SOURCE, field, delete=True), f"({field}: missing required key)")
+
+
+@pytest.mark.parametrize("field, value, says", [
+    ("metric", "train", "metric: unknown value 'train'; allowed: evaluation, training"),
+    ("protocol.preset", "plus", "protocol.preset: unknown value 'plus'; allowed: reference, "
+                                "metaworld-plus, none"),
+    ("protocol.env_version", "v4", "protocol.env_version: unknown value 'v4'"),
+    ("protocol.episode_length", 0, "protocol.episode_length: must be >= 1, got 0"),
+    ("seeds", "ten", "seeds: expected a number of seeds (an integer >= 1) or 'not stated', "
+                     "got 'ten'"),
+    ("seeds", 0, "seeds: expected a number of seeds"),
+    ("steps_per_task", "2M", "steps_per_task: expected an integer, got '2M'"),
+    ("citation", "", "citation: String should have at least 1 character"),
+    ("protocol", None, "protocol: expected a mapping, got None"),
+    ("obtained.how", "guess", "obtained.how: unknown value 'guess'"),
+    ("values", [], "values: List should have at least 1 item"),
+    ("values[0].value", 1.2, "values[0].value: must be a success rate in [0, 1], got 1.2"),
+    ("values[0].value", "0.49", "values[0].value: must be a success rate in [0, 1], got '0.49'"),
+    ("values[0].value", True, "values[0].value: must be a success rate"),
+    ("values[0].method", "paco", "values[0].method: unknown value 'paco'"),
+    ("values[0].benchmark", "mt25", "values[0].benchmark: unknown value 'mt25'"),
+    ("values[0].steps", 0, "values[0].steps: must be >= 1, got 0"),
+    ("values[0].match", {"width": 400}, "values[0].match.width: unknown experiment field"),
+    ("values[0].match", {"num_layers": "3"}, "values[0].match.num_layers: '3' is not a value"),
+    ("values[0].colour", "red", "values[0].colour: unknown key"),
+    ("url", "x", "url: unknown key"),
+])
+def test_a_malformed_field_is_named(tmp_path, field, value, says):
+    _refused(tmp_path, _edit(SOURCE, field, value), says)
+
+
+def test_a_figure_needs_its_precision_and_a_cell_one_value(tmp_path):
+    figure = _edit(SOURCE, "obtained.how", "figure")
+    _refused(tmp_path, figure, "obtained.precision: required when values are read off a figure")
+    twice = _edit(SOURCE, "values", SOURCE["values"] + SOURCE["values"][:1])
+    _refused(tmp_path, twice, "values: two values for mt10 mtsac at step 2000000")
+
+
+def test_not_yaml_not_a_mapping_or_named_in_the_file(tmp_path):
+    _refused(tmp_path, "label: [unclosed\n", "not valid YAML")
+    _refused(tmp_path, "- a list\n", "expected a mapping of the fields label, citation")
+    _refused(tmp_path, _edit(SOURCE, "name", "x"), "name: unknown key (a source is named by its")
+    _refused(tmp_path, _edit(SOURCE, "file", "x"), "file: unknown key (a source is named by its")
+
+
+def test_the_folder(tmp_path):
+    with pytest.raises(FileNotFoundError, match="published numbers folder not found"):
+        Published.load(tmp_path / "absent")
+    (tmp_path / "a.yaml").write_text(yaml.safe_dump(SOURCE))
+    assert [s.name for s in Published.load(tmp_path).sources] == ["a"]
+    (tmp_path / "b.yml").write_text(yaml.safe_dump(SOURCE))
+    with pytest.raises(CorruptFileError, match=r"b\.yml: .*not a \.yaml file"):
+        Published.load(tmp_path)
+
+
+def test_values_stand_for_the_experiments_they_match():
+    published = Published.load(FOLDER)
+
+    def found(metric: str, **exp) -> set:
+        e = ExperimentConfig(**exp)
+        return {(s.name, v.steps, v.value) for s, v in published.values_for(e, metric)}
+
+    deep = found("training", benchmark="mt10", method="care_ptsl", hidden_dim=326)
+    shallow = found("training", benchmark="mt10", method="care_ptsl", num_layers=2)
+    assert ("ptsl_figure", 200000, 0.51) in deep and ("ptsl_figure", 200000, 0.50) not in deep
+    assert shallow == {("ptsl_figure", 200000, 0.50)}
+    # The reference's MT-SAC sees no task id; Meta-World+'s sees a one-hot: different rows.
+    plain = found("evaluation", benchmark="mt10", method="mtsac")
+    onehot = found("evaluation", benchmark="mt10", method="mtsac", task_onehot=True)
+    assert plain == {("care_paper", 2000000, 0.49)}
+    assert onehot == {("scaling_mt10_curves", 200000, 0.661),
+                      ("scaling_mt10_curves", 1000000, 0.84)}
+    assert found("training", benchmark="mt50", method="moore") == set()
+    moore = found("evaluation", benchmark="mt10", method="moore")
+    assert moore == {("scaling_baselines", 2000000, 0.81)}
+    assert found("evaluation", benchmark="mt10", method="moore", hidden_dim=205) == set()

@@ -1,0 +1,185 @@
+"""Tables on both metrics, each beside the published value measured that way under the active
+protocol, with the sources named under the table; titles name the step actually reported; the
+headline metric is a param."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import numpy as np
+import pytest
+
+from ptsl.core.errors import ConfigError
+from ptsl.ops.params import parse_params
+from ptsl.ops.paths import PUBLISHED
+from ptsl.report.published import Published
+from ptsl.report.stats import scores_at, summarize
+from ptsl.report.tables import table_frame, table_markdown, write_reports
+
+from ..conftest import ROOT
+from . import report_data
+from .report_data import RAW, records
+
+PUB = Published.load(ROOT / PUBLISHED)
+
+
+def _table(p, name, recs=None):
+    recs = recs or records(p)
+    frame, _, shown = table_frame(p, p.tables[name], recs, PUB, np.random.default_rng(0))
+    return frame.set_index("experiment"), table_markdown(frame, p.tables[name], p, shown), recs
+
+
+def _row(md: str, label: str) -> list[str]:
+    line = next(x for x in md.splitlines() if x.startswith(f"| {label} |"))
+    return [c.strip() for c in line.strip("|").split("|")]
+
+
+def test_each_metric_beside_its_published_value_under_the_reference_protocol():
+    p = report_data.params()
+    frame, md, recs = _table(p, "mt10_200k")
+    # The PTSL figure is training success: beside the training column only.
+    assert frame.loc["mt10_mtsac", "published_training"] == 0.39
+    assert frame.loc["mt10_mtsac", "published_training_source"] == "ptsl_figure"
+    assert frame.loc["mt10_care_ptsl", "published_training"] == 0.51
+    assert frame.loc["mt10_care_ptsl_l2", "published_training"] == 0.50  # the shallow trace
+    assert frame["published_evaluation"].isna().all()  # the CARE paper's are at 2M steps
+    header = next(x for x in md.splitlines() if x.startswith("| row |"))
+    assert ("| evaluation IQM final [95% CI] | published | training IQM final [95% CI] | "
+            "published |") in header
+    assert _row(md, "MT-SAC")[4] == "—" and _row(md, "MT-SAC")[6] == "0.39 [1]"
+    assert _row(md, "CARE+PTSL, 2 hidden layers")[6] == "0.50 [1]"
+    # Both metrics are ours, IQM with its interval, computed from the run's curves.
+    for metric in ("evaluation", "training"):
+        scores = scores_at(recs.curves, "mt10_care", p.seeds, 300, "final", metric)
+        stats = summarize(scores.values, 50, np.random.default_rng(1))
+        assert frame.loc["mt10_care", f"{metric}_iqm"] == pytest.approx(stats.iqm)
+        assert frame.loc["mt10_care", f"{metric}_final_mean"] == pytest.approx(
+            scores.values.mean())
+    # Under the table: the source with its metric, statistic, seeds, how it was obtained and
+    # its environment; the values at another step; the other protocol's sources, once.
+    notes = md[md.index("Published values beside ours"):]
+    assert "at 200,000 steps per task under the active protocol `reference`" in notes
+    assert ("[1] PTSL paper, results figure (`" in notes and "ptsl_figure.yaml`)" in notes
+            and "training success, the plotted curve's last point" in notes
+            and "10 seeds; read off a figure (±0.02)" in notes
+            and "Meta-World v1, not the v3 tasks this project runs" in notes)
+    assert ("CARE paper, 2M-step tables (evaluation success): MT-SAC 0.49 at 2,000,000, "
+            "Soft Modularization 0.73 at 2,000,000, CARE 0.84 at 2,000,000") in notes
+    assert notes.count("Not shown:") == 1
+    assert ("another protocol than the active `reference`: Parameter-scaling paper, "
+            "baselines at 2M steps (protocol `metaworld-plus`: Meta-World v3") in notes
+
+
+def test_the_long_table_uses_the_1m_values_and_their_seeds():
+    frame, md, _ = _table(report_data.params(), "mt10_1m")
+    assert frame.loc["mt10_sac_ptsl", "published_training"] == 0.69
+    assert np.isnan(frame.loc["mt10_care_ptsl_l2", "published_training"])  # not plotted at 1M
+    assert "4 seeds" in md and "10 seeds" not in md
+    assert "0.39" not in md  # the 200k values stand beside the 200k table only
+
+
+def test_titles_name_the_step_actually_reported():
+    _, md, _ = _table(report_data.params(), "mt10_200k")
+    assert md.startswith("#### MT10, 200k steps (reported at 300 vector steps per task)\n")
+    assert "Reported at 300 vector steps per task over seed(s) 1; protocol `reference`:" in md
+
+
+def _onehot_params(protocol: str):
+    raw = copy.deepcopy(RAW)
+    raw["experiments"]["mt10_mtsac"]["task_onehot"] = True
+    raw["tables"] = {"baselines_mt10_1m": raw["tables"]["baselines_mt10_1m"]}
+    for dotted, value in raw["protocols"][protocol].items():
+        section, key = dotted.split(".")
+        raw[section][key] = value
+    raw["protocol"] = protocol
+    raw["report"]["bootstrap_reps"] = 50
+    return parse_params(raw)
+
+
+def test_metaworld_plus_shows_its_own_sources_and_names_the_reference_ones():
+    p = _onehot_params("metaworld-plus")
+    frame, md, _ = _table(p, "baselines_mt10_1m")
+    # Meta-World+'s MT-SAC sees a task one-hot: beside the one-hot MT-SAC row, at 1M steps.
+    assert frame.loc["mt10_mtsac", "published_evaluation"] == 0.84
+    assert frame.loc["mt10_mtsac", "published_evaluation_source"] == "scaling_mt10_curves"
+    assert frame["published_training"].isna().all()
+    assert frame.drop(index="mt10_mtsac")["published_evaluation"].isna().all()
+    assert _row(md, "MT-SAC")[4] == "0.840 [1]"
+    assert "protocol `metaworld-plus`: Meta-World v3, v2 rewards, 500-step episodes" in md
+    assert ("Soft Modularization 0.812 at 2,000,000, MOORE 0.810 at 2,000,000") in md
+    notes = md[md.index("Not shown:"):]
+    assert notes.count("Not shown:") == 1
+    assert "another protocol than the active `metaworld-plus`" in notes
+    assert "PTSL paper, results figure (protocol `reference`: Meta-World v1, not the v3" in notes
+    assert "CARE paper, 2M-step tables (protocol `reference`: Meta-World v1" in notes
+    # Under the reference protocol the same one-hot row has no reference-protocol counterpart
+    # (the reference's MT-SAC sees no task id).
+    frame, _, _ = _table(_onehot_params("reference"), "baselines_mt10_1m")
+    assert np.isnan(frame.loc["mt10_mtsac", "published_training"])
+    assert frame.loc["mt10_care", "published_training"] == 0.63
+
+
+def test_a_custom_protocol_shows_no_published_value():
+    raw = copy.deepcopy(RAW)
+    raw["tables"] = {"mt10_200k": raw["tables"]["mt10_200k"]}
+    raw["protocol"] = "custom"
+    raw["report"]["bootstrap_reps"] = 50
+    p = parse_params(raw)
+    frame, md, _ = _table(p, "mt10_200k")
+    assert frame["published_training"].isna().all() and frame["published_evaluation"].isna().all()
+    assert "another protocol than the active `custom`" in md
+    assert "under the active protocol `custom`; there is none for these rows." in md
+    assert " [1] |" not in md and "- [1]" not in md
+
+
+def test_the_headline_metric_is_a_param(tmp_path):
+    p = report_data.params(metric="training", primary="best")
+    recs = records(p)
+    written = write_reports(p, recs, PUB, tmp_path)
+    md = (tmp_path / "tables" / "mt10_200k.md").read_text()
+    header = next(x for x in md.splitlines() if x.startswith("| row |"))
+    assert header.startswith("| row | parameters | seeds | training IQM best [95% CI] | published "
+                             "| evaluation IQM best [95% CI] | published | training mean ± std "
+                             "best | training final |")
+    assert "Headline: **training success**, **best** (best success so far)" in md
+    metrics = json.loads((tmp_path / "metrics" / "mt10_care.json").read_text())
+    best = scores_at(recs.curves, "mt10_care", p.seeds, 300, "best", "training")
+    assert metrics["short"] == pytest.approx(best.values.mean(), abs=1e-4)
+    results = written["results"].read_text()
+    assert "Headline metric: training success (best)." in results
+    # The full citation of every source the tables name, once, at the end.
+    tail = results[results.index("Sources of the published values:"):]
+    assert tail.count("- PTSL paper, results figure (`") == 1
+    assert ('J. Somerville Roberts and J. Di, "Projected Task-Specific Layers for Multi-Task '
+            'Reinforcement Learning"') in tail and "images/projects/ptsl/graph.png" in tail
+    assert "- CARE paper, 2M-step tables" in tail and "- Parameter-scaling paper, baselines" in tail
+    for name in ("mt10_200k_curves.png", "mt10_200k_tasks.png", "mt10_1m_curves.png"):
+        assert (tmp_path / "figures" / name).read_bytes()[:4] == b"\x89PNG"
+
+
+def test_no_training_episode_by_the_step_leaves_the_training_cells_empty(tmp_path):
+    """With 500-step episodes and a 300-step budget no training episode finishes: the training
+    columns say so, and the reports are still written whole."""
+    p = report_data.params(metric="training")
+    recs = records(p, episodes=lambda step: 0)
+    write_reports(p, recs, PUB, tmp_path)
+    md = (tmp_path / "tables" / "mt10_200k.md").read_text()
+    row = _row(md, "CARE")
+    assert row[3] == "—" and row[7] == "—" and row[8] == "—"  # training IQM, mean, best
+    assert row[5] != "—"  # evaluation IQM
+    assert json.loads((tmp_path / "metrics" / "mt10_care.json").read_text()) == {}
+    assert (tmp_path / "figures" / "mt10_200k_tasks.png").is_file()
+
+
+def test_a_bad_report_metric_is_one_line():
+    raw = copy.deepcopy(RAW)
+    raw["report"]["metric"] = "train"
+    with pytest.raises(ConfigError, match=r"^report\.metric: unknown value 'train'; allowed: "
+                                          r"evaluation, training$"):
+        parse_params(raw)
+    raw["report"]["metric"] = "training"
+    raw["report"]["published_steps"] = {"short": 200000, "lng": 1}
+    with pytest.raises(ConfigError, match=r"^report\.published_steps\.lng: unknown key; "
+                                          r"allowed: short, long$"):
+        parse_params(raw)
