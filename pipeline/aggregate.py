@@ -32,7 +32,8 @@ def main() -> None:
         tracker.log_params({"budget": params.budget, "seeds": list(params.seeds),
                             "long_seeds": list(params.long_seeds), "steps": params.train.steps,
                             "long_steps": params.train.long_steps,
-                            "primary": params.report.primary})
+                            "primary": params.report.primary,
+                            "metric": params.report.metric, "protocol": params.protocol})
         for path in written.values():
             if path.is_dir():
                 tracker.log_artifacts(path, path.name)
