@@ -37,6 +37,7 @@ def task_cache(tmp_path_factory) -> Path:
 SLOWEST_FIRST = ("test_faults.py",          # 270
                  "test_grid.py",            # 255
                  "test_methods_e2e.py",     # 205
+                 "test_protocols_e2e.py",   # 195
                  "test_bad_input.py",       # 170
                  "test_ablation_e2e.py",    # 105
                  "test_pipeline_e2e.py",    # 85
