@@ -56,3 +56,13 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         return SLOWEST_FIRST.index(name) if name in SLOWEST_FIRST else len(SLOWEST_FIRST)
 
     items.sort(key=rank)  # stable: the order within a file and among the rest is kept
+
+
+@pytest.fixture
+def tracking_on(monkeypatch):
+    """MLflow tracking on, with the project's own store (no server, no DVC experiment)."""
+    from ptsl.ops import tracking
+
+    monkeypatch.setenv(tracking.TRACKING_ENV, "on")
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    monkeypatch.delenv("DVC_EXP_NAME", raising=False)

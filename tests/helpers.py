@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import torch
+from torch import nn
 
 from ptsl.core.buffer import Batch
+from ptsl.core.nets.task_index import TaskIndex
 
 
 def random_batch(n: int = 64, seed: int = 0, obs_dim: int = 12, num_tasks: int = 3) -> Batch:
@@ -32,3 +36,36 @@ def assert_same_training_state(want: dict, got: dict) -> None:
         for idx, moments in state["state"].items():
             for k, v in moments.items():
                 assert torch.equal(got["optimizers"][opt]["state"][idx][k], v), f"{opt}.{idx}.{k}"
+
+
+def output_and_grads(net: nn.Module, x: torch.Tensor, task: TaskIndex, threads: int):
+    """``net(x, task)`` and the gradients of its mean square, computed on ``threads`` torch
+    threads (restored afterwards)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        net.zero_grad(set_to_none=True)
+        y = net(x, task)
+        y.pow(2).mean().backward()
+        return y.detach().clone(), [p.grad.clone() for p in net.parameters()]
+    finally:
+        torch.set_num_threads(before)
+
+
+def mlflow_client(root: Path):
+    """An MLflow client on the project store at ``root``."""
+    from mlflow.tracking import MlflowClient
+
+    return MlflowClient(tracking_uri=f"sqlite:///{root / 'mlflow.db'}")
+
+
+def log_file(root: Path, run_name: str, text: str) -> str:
+    """One run in experiment ``train`` of the project at ``root``, with one artifact file;
+    returns the run's id."""
+    from ptsl.ops import tracking
+
+    (root / "note.txt").write_text(text)
+    tracker = tracking.start_run("train", run_name, stage=f"train@{run_name}", root=root)
+    tracker.log_artifact(root / "note.txt")
+    tracker.end()
+    return tracker.run_id

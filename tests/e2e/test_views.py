@@ -16,37 +16,16 @@ from ptsl.core.builders import Shapes, build_agent
 from ptsl.core.config import EnvConfig, ExperimentConfig, RunConfig, SACConfig, TrainConfig
 from ptsl.core.envs import MetaWorldTaskEnv, load_tasks
 from ptsl.core.records import VideoIndex
-from ptsl.ops import tracking
 
-
-@pytest.fixture
-def tracking_on(monkeypatch):
-    monkeypatch.setenv(tracking.TRACKING_ENV, "on")
-    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
-    monkeypatch.delenv("DVC_EXP_NAME", raising=False)
-
-
-def _client(root: Path):
-    from mlflow.tracking import MlflowClient
-
-    return MlflowClient(tracking_uri=f"sqlite:///{root / 'mlflow.db'}")
-
-
-def _log_file(root: Path, run_name: str, text: str) -> str:
-    """One run in experiment ``train`` of the project at ``root`` with one artifact file."""
-    (root / "note.txt").write_text(text)
-    tracker = tracking.start_run("train", run_name, stage=f"train@{run_name}", root=root)
-    tracker.log_artifact(root / "note.txt")
-    tracker.end()
-    return tracker.run_id
+from ..helpers import log_file, mlflow_client
 
 
 def test_experiment_opens_as_model_training_with_a_compare_view(tmp_path, tracking_on,
                                                                 monkeypatch):
-    _log_file(tmp_path, "a-1", "baseline")
+    log_file(tmp_path, "a-1", "baseline")
     monkeypatch.setenv("DVC_EXP_NAME", "pal8")
-    run_id = _log_file(tmp_path, "a-1", "ablation")
-    client = _client(tmp_path)
+    run_id = log_file(tmp_path, "a-1", "ablation")
+    client = mlflow_client(tmp_path)
     exp = client.get_experiment_by_name("train")
     assert exp.tags["mlflow.experimentKind"] == "custom_model_development"
     envelope = json.loads(exp.tags["mlflow.sharedViewState.compare"])
@@ -64,13 +43,13 @@ def test_experiment_opens_as_model_training_with_a_compare_view(tmp_path, tracki
 def test_copied_checkout_writes_artifacts_into_its_own_folder(tmp_path, tracking_on, capsys):
     first, copy = tmp_path / "first", tmp_path / "copy"
     first.mkdir()
-    old_run = _log_file(first, "a-1", "first")
+    old_run = log_file(first, "a-1", "first")
     shutil.copytree(first, copy)
     before = sorted(p.relative_to(first) for p in (first / "mlartifacts").rglob("*"))
-    new_run = _log_file(copy, "a-2", "copy")
+    new_run = log_file(copy, "a-2", "copy")
     assert "artifact locations moved from" in capsys.readouterr().out
 
-    client = _client(copy)
+    client = mlflow_client(copy)
     new_uri = client.get_run(new_run).info.artifact_uri
     assert new_uri.startswith((copy / "mlartifacts").as_uri() + "/")
     assert (copy / "mlartifacts" / "train" / new_run / "artifacts" / "note.txt").read_text() == "copy"
@@ -78,7 +57,7 @@ def test_copied_checkout_writes_artifacts_into_its_own_folder(tmp_path, tracking
     assert sorted(p.relative_to(first) for p in (first / "mlartifacts").rglob("*")) == before
     assert client.get_run(old_run).info.artifact_uri.startswith((copy / "mlartifacts").as_uri())
     assert [a.path for a in client.list_artifacts(old_run)] == ["note.txt"]
-    assert _client(first).get_run(old_run).info.artifact_uri.startswith(
+    assert mlflow_client(first).get_run(old_run).info.artifact_uri.startswith(
         (first / "mlartifacts").as_uri())
 
 

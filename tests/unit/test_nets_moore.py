@@ -15,6 +15,8 @@ from ptsl.core.nets.moore import MOOREMLP, gram_schmidt
 from ptsl.core.cuda.task_index import StaticTaskIndex
 from ptsl.core.nets.task_index import TaskIndex
 
+from ..helpers import output_and_grads
+
 
 def _net(in_dim: int = 12, hidden: int = 32, out: int = 8, layers: int = 3, tasks: int = 4,
          experts: int = 3, seed: int = 0) -> MOOREMLP:
@@ -183,26 +185,14 @@ def test_same_seed_same_weights():
         assert not torch.equal(p, c.state_dict()[name]), name
 
 
-def _output_and_grads(net: nn.Module, x: torch.Tensor, task: TaskIndex, threads: int):
-    before = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    try:
-        net.zero_grad(set_to_none=True)
-        y = net(x, task)
-        y.pow(2).mean().backward()
-        return y.detach().clone(), [p.grad.clone() for p in net.parameters()]
-    finally:
-        torch.set_num_threads(before)
-
-
 @pytest.mark.parametrize("batch", [128, 1280])
 def test_same_bits_at_one_and_two_threads(batch):
     net = _net(in_dim=39, hidden=64, out=8, tasks=10, experts=4)
     g = torch.Generator().manual_seed(5)
     x = torch.randn(batch, 39, generator=g)
     task = _task(torch.randint(0, 10, (batch,), generator=g), 10)
-    y1, g1 = _output_and_grads(net, x, task, 1)
-    y2, g2 = _output_and_grads(net, x, task, 2)
+    y1, g1 = output_and_grads(net, x, task, 1)
+    y2, g2 = output_and_grads(net, x, task, 2)
     assert torch.equal(y1, y2)
     assert all(torch.equal(a, b) for a, b in zip(g1, g2))
 
@@ -214,8 +204,8 @@ def test_static_formulation_gives_the_same_values():
     g = torch.Generator().manual_seed(6)
     x = torch.randn(256, 39, generator=g)
     ids = torch.randint(0, 10, (256,), generator=g)
-    y_cpu, g_cpu = _output_and_grads(net, x, TaskIndex(ids, 10), 2)
-    y_static, g_static = _output_and_grads(net, x, StaticTaskIndex(ids, 10), 2)
+    y_cpu, g_cpu = output_and_grads(net, x, TaskIndex(ids, 10), 2)
+    y_static, g_static = output_and_grads(net, x, StaticTaskIndex(ids, 10), 2)
     torch.testing.assert_close(y_static, y_cpu, rtol=1e-5, atol=1e-5)
     for a, b in zip(g_static, g_cpu):
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)

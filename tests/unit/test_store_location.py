@@ -15,28 +15,7 @@ from ptsl.ops import tracking
 from ptsl.ops.store_location import CHECKED_MLFLOW
 
 from ..conftest import ROOT
-
-
-@pytest.fixture
-def tracking_on(monkeypatch):
-    monkeypatch.setenv(tracking.TRACKING_ENV, "on")
-    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
-    monkeypatch.delenv("DVC_EXP_NAME", raising=False)
-
-
-def _client(root: Path):
-    from mlflow.tracking import MlflowClient
-
-    return MlflowClient(tracking_uri=f"sqlite:///{root / 'mlflow.db'}")
-
-
-def _log_file(root: Path, run_name: str, text: str) -> str:
-    """One run in experiments ``train`` of the project at ``root``, with one artifact file."""
-    (root / "note.txt").write_text(text)
-    tracker = tracking.start_run("train", run_name, stage=f"train@{run_name}", root=root)
-    tracker.log_artifact(root / "note.txt")
-    tracker.end()
-    return tracker.run_id
+from ..helpers import log_file, mlflow_client
 
 
 def _digest(path: Path) -> str:
@@ -53,13 +32,13 @@ def test_the_checked_mlflow_is_the_pinned_and_installed_one():
 def test_a_moved_store_follows_its_checkout(tmp_path, tracking_on, capsys):
     old, new = tmp_path / "old", tmp_path / "new"
     old.mkdir()
-    old_run = _log_file(old, "a-1", "before the move")
+    old_run = log_file(old, "a-1", "before the move")
     shutil.move(old, new)
 
     assert tracking.relocate_store(new / "mlflow.db", new) == old.as_uri()
     assert capsys.readouterr().out == (f"mlflow.db: artifact locations moved from {old.as_uri()} "
                                        f"to {new.as_uri()} (the checkout was copied or moved)\n")
-    client = _client(new)
+    client = mlflow_client(new)
     assert client.get_experiment_by_name("train").artifact_location == \
         (new / "mlartifacts" / "train").as_uri()
     assert client.get_run(old_run).info.artifact_uri == \
@@ -68,7 +47,7 @@ def test_a_moved_store_follows_its_checkout(tmp_path, tracking_on, capsys):
 
     # A run logged after the move lands its artifacts under the new root, and nothing is
     # written where the checkout used to be.
-    new_run = _log_file(new, "a-2", "after the move")
+    new_run = log_file(new, "a-2", "after the move")
     assert (new / "mlartifacts" / "train" / new_run / "artifacts" / "note.txt").read_text() == \
         "after the move"
     assert not old.exists()
@@ -82,7 +61,7 @@ def test_a_store_whose_schema_differs_gets_one_line_and_is_left_unchanged(tmp_pa
                                                                            capsys):
     old, new = tmp_path / "old", tmp_path / "new"
     old.mkdir()
-    _log_file(old, "a-1", "before the move")
+    log_file(old, "a-1", "before the move")
     shutil.move(old, new)
     db = new / "mlflow.db"
     # As if another MLflow release had renamed the column that holds a run's artifact location.

@@ -37,15 +37,7 @@ def test_train_writes_curve_and_outputs(tmp_path, task_cache):
 
 
 def test_resume_after_interruption(tmp_path, task_cache):
-    cfg = _cfg()
-    scratch = tmp_path / "scratch"
-
-    def interrupt(row):
-        if row["step"] == 40:
-            raise KeyboardInterrupt
-
-    with pytest.raises(KeyboardInterrupt):
-        train(cfg, scratch_dir=scratch, task_cache=task_cache, progress=False, on_eval=interrupt)
+    cfg, scratch, _ = _interrupted(tmp_path, task_cache)
     saved = sorted(p.name for p in scratch.iterdir())
     assert saved == [f"tiny-1-{cfg.key()}-000000040.pt", f"tiny-1-{cfg.key()}-000000040.pt.sha256"]
     result = train(cfg, scratch_dir=scratch, task_cache=task_cache, progress=False)
@@ -80,13 +72,15 @@ def test_a_cpu_run_gives_the_same_bytes_twice(task_cache):
     assert any(not torch.equal(fresh[k], wa[k]) for k in wa)  # the updates moved the weights
 
 
-def _interrupted_at_40(tmp_path, task_cache) -> tuple[RunConfig, object, list]:
-    """A run interrupted after its step-40 checkpoint, and that checkpoint's file."""
-    cfg = _cfg()
+def _interrupted(tmp_path, task_cache, cfg: RunConfig | None = None, at: int = 40
+                       ) -> tuple[RunConfig, object, object]:
+    """A run (``cfg``, default the tiny one) interrupted after its step-``at`` checkpoint: its
+    config, scratch folder and checkpoint file."""
+    cfg = cfg or _cfg()
     scratch = tmp_path / "scratch"
 
     def interrupt(row):
-        if row["step"] == 40:
+        if row["step"] == at:
             raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
@@ -124,7 +118,7 @@ def test_a_checkpoint_from_a_gpu_is_skipped_with_one_line(tmp_path, task_cache, 
     """A CPU run finds a GPU run's checkpoint (a shared scratch folder): it says so in one
     warning line and trains from the start, ending as an uninterrupted run; whether the
     checkpoint records its device or predates that (told by its generator state)."""
-    cfg, scratch, path = _interrupted_at_40(tmp_path, task_cache)
+    cfg, scratch, path = _interrupted(tmp_path, task_cache)
     _rewrite(path, lambda s: _as_made_on_a_gpu(s, recorded))
     capsys.readouterr()
     resumed = train(cfg, scratch_dir=scratch, task_cache=task_cache, progress=False)
@@ -139,7 +133,7 @@ def test_a_checkpoint_from_a_gpu_is_skipped_with_one_line(tmp_path, task_cache, 
 def test_optimizers_take_their_options_from_the_agent_not_the_file(tmp_path, task_cache):
     """A CPU checkpoint whose Adam groups say capturable (as a GPU run's do) resumes on CPU:
     the agent's own options win, and the run ends as an uninterrupted one, bit for bit."""
-    cfg, scratch, path = _interrupted_at_40(tmp_path, task_cache)
+    cfg, scratch, path = _interrupted(tmp_path, task_cache)
 
     def capturable_flags(state: dict) -> None:
         for opt in state["agent"]["optimizers"].values():
@@ -232,14 +226,7 @@ def test_a_resumed_run_with_resampled_goals_ends_as_an_uninterrupted_one(tmp_pat
                       normalize_reward=False),
         sac=SACConfig(batch_size=32, init_steps=20),
         train=TrainConfig(steps=100, eval_every=40, checkpoint_every=40, eval_episodes=3))
-    scratch = tmp_path / "scratch"
-
-    def interrupt(row):
-        if row["step"] == 80:
-            raise KeyboardInterrupt
-
-    with pytest.raises(KeyboardInterrupt):
-        train(cfg, scratch_dir=scratch, task_cache=task_cache, progress=False, on_eval=interrupt)
+    cfg, scratch, _ = _interrupted(tmp_path, task_cache, cfg, at=80)
     resumed = train(cfg, scratch_dir=scratch, task_cache=task_cache, progress=False)
     assert resumed.resumed_from == 80
     whole = train(cfg, task_cache=task_cache, progress=False)

@@ -67,6 +67,14 @@ def _observation_nets(exp: ExperimentConfig, sac: SACConfig, shapes: Shapes,
     return Networks(actor=actor, critic=critic, actor_params=list(actor.trunk.parameters()))
 
 
+def _own_init(nets: Networks, generator: torch.Generator) -> Networks:
+    """Initialise the actor trunk, then Q1, then Q2, each by its own ``reset_parameters``
+    (the baselines' authors' initialisations, not the reference's ``weight_init``)."""
+    for trunk in (nets.actor.trunk, nets.critic.q1, nets.critic.q2):
+        trunk.reset_parameters(generator)
+    return nets
+
+
 def mtsac(exp: ExperimentConfig, sac: SACConfig, shapes: Shapes, generator: torch.Generator,
           task_embeddings: Table = None) -> Networks:
     """MT-SAC as the reference runs it: the networks see the observation only (no task id,
@@ -90,10 +98,7 @@ def mhsac(exp: ExperimentConfig, sac: SACConfig, shapes: Shapes, generator: torc
     def make(in_dim: int, out_dim: int) -> MultiHeadMLP:
         return MultiHeadMLP(in_dim, exp.hidden_dim, out_dim, exp.num_layers, shapes.num_tasks)
 
-    nets = _observation_nets(exp, sac, shapes, make)
-    for trunk in (nets.actor.trunk, nets.critic.q1, nets.critic.q2):
-        trunk.reset_parameters(generator)
-    return nets
+    return _own_init(_observation_nets(exp, sac, shapes, make), generator)
 
 
 def moore(exp: ExperimentConfig, sac: SACConfig, shapes: Shapes, generator: torch.Generator,
@@ -107,10 +112,7 @@ def moore(exp: ExperimentConfig, sac: SACConfig, shapes: Shapes, generator: torc
         return MOOREMLP(in_dim, exp.hidden_dim, out_dim, exp.num_layers, shapes.num_tasks,
                         exp.num_experts)
 
-    nets = _observation_nets(exp, sac, shapes, make)
-    for trunk in (nets.actor.trunk, nets.critic.q1, nets.critic.q2):
-        trunk.reset_parameters(generator)
-    return nets
+    return _own_init(_observation_nets(exp, sac, shapes, make), generator)
 
 
 def softmod(exp: ExperimentConfig, sac: SACConfig, shapes: Shapes, generator: torch.Generator,
