@@ -34,20 +34,21 @@ def task_cache(tmp_path_factory) -> Path:
 # collection order, the next one to whichever worker is about to run out. Longest first (as
 # measured on a 2-core machine, in seconds): the long pipelines spread over the workers and the
 # short files fill in behind them, instead of one long file running alone at the end.
-SLOWEST_FIRST = ("test_faults.py",          # 270
-                 "test_grid.py",            # 255
-                 "test_methods_e2e.py",     # 205
-                 "test_protocols_e2e.py",   # 195
-                 "test_bad_input.py",       # 170
-                 "test_ablation_e2e.py",    # 105
-                 "test_pipeline_e2e.py",    # 85
-                 "test_bench.py",           # 65
-                 "test_docs.py",            # 50
-                 "test_stage_deps.py",      # 35
-                 "test_thread_count.py",    # 35
+SLOWEST_FIRST = ("test_faults.py",          # 225
+                 "test_grid.py",            # 210
+                 "test_methods_e2e.py",     # 140
+                 "test_protocols_e2e.py",   # 130
+                 "test_bad_input.py",       # 90
+                 "test_ablation_e2e.py",    # 70
+                 "test_pipeline_e2e.py",    # 65
+                 "test_thread_count.py",    # 55
+                 "test_bench.py",           # 45
                  "test_api.py",             # 35
-                 "test_tracking_concurrency.py",  # 25
-                 "test_envs.py", "test_threads.py", "test_views.py")  # 15-20 each
+                 "test_docs.py",            # 30
+                 "test_train.py",           # 25
+                 "test_stage_deps.py",      # 20
+                 "test_tracking_concurrency.py", "test_threads.py", "test_envs.py",  # 18 each
+                 "test_layers.py", "test_counting.py", "test_views.py")  # 8-17 each
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
