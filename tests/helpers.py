@@ -69,3 +69,17 @@ def log_file(root: Path, run_name: str, text: str) -> str:
     tracker.log_artifact(root / "note.txt")
     tracker.end()
     return tracker.run_id
+
+
+def parameter_count(module: nn.Module) -> int:
+    """Every parameter of ``module``, counted element by element."""
+    return sum(p.numel() for p in module.parameters())
+
+
+def assert_only_row_has_grad(params, row: int, what: str) -> None:
+    """Each tensor of ``params`` (one row per task) has a gradient in ``row`` and exactly zero in
+    every other row: the task's own parameters learn from its samples, no other task's do."""
+    for p in params:
+        others = torch.cat([p.grad[:row], p.grad[row + 1:]])
+        assert not others.any(), f"{what} {row}: other tasks' grad is not exactly zero"
+        assert p.grad[row].abs().sum() > 0, f"{what} {row}: no gradient"

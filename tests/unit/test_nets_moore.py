@@ -9,13 +9,12 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
-from torch import nn
 
 from ptsl.core.nets.moore import MOOREMLP, gram_schmidt
 from ptsl.core.cuda.task_index import StaticTaskIndex
 from ptsl.core.nets.task_index import TaskIndex
 
-from ..helpers import output_and_grads
+from ..helpers import assert_only_row_has_grad, output_and_grads, parameter_count
 
 
 def _net(in_dim: int = 12, hidden: int = 32, out: int = 8, layers: int = 3, tasks: int = 4,
@@ -117,19 +116,12 @@ def test_head_i_only_receives_task_is_gradient():
         net.zero_grad(set_to_none=True)
         net(x, _task(c))[c == i].pow(2).sum().backward()
         # The task's head and its row of mixing weights; no other task's.
-        for p in (net.head.weight, net.head.bias, net.task_weights):
-            others = torch.cat([p.grad[:i], p.grad[i + 1:]])
-            assert not others.any(), f"task {i}: other tasks' grad is not exactly zero"
-            assert p.grad[i].abs().sum() > 0, f"task {i}: no gradient"
+        assert_only_row_has_grad((net.head.weight, net.head.bias, net.task_weights), i, "task")
         # The experts are shared by every task.
         assert all(p.grad.abs().sum() > 0 for p in net.experts.parameters())
 
 
 # ----------------------------------------------------------------------------- counts
-
-
-def _count(module: nn.Module) -> int:
-    return sum(p.numel() for p in module.parameters())
 
 
 def _formula(d: int, o: int, h: int, layers: int, tasks: int, k: int) -> int:
@@ -142,8 +134,8 @@ def _formula(d: int, o: int, h: int, layers: int, tasks: int, k: int) -> int:
                                                        (12, 96, 2, 10, 2)])
 def test_parameter_count_is_the_reference_formula(obs, hidden, layers, tasks, k):
     for d, o in ((obs, 8), (obs + 4, 1)):  # actor (mean and log-std of 4 actions), one Q
-        assert _count(MOOREMLP(d, hidden, o, layers, tasks, k)) == _formula(d, o, hidden, layers,
-                                                                           tasks, k)
+        net = MOOREMLP(d, hidden, o, layers, tasks, k)
+        assert parameter_count(net) == _formula(d, o, hidden, layers, tasks, k)
 
 
 def test_agent_count_by_hand():
@@ -156,7 +148,7 @@ def test_agent_count_by_hand():
     for tasks, k, want in ((10, 4, 6_809_930), (50, 6, 10_384_550)):
         actor = MOOREMLP(39, 400, 8, 3, tasks, k)
         q = MOOREMLP(43, 400, 1, 3, tasks, k)
-        assert _count(actor) + 4 * _count(q) + tasks == want
+        assert parameter_count(actor) + 4 * parameter_count(q) + tasks == want
 
 
 # ----------------------------------------------------------------------------- init, determinism

@@ -13,7 +13,7 @@ from ptsl.core.nets.multihead import MultiHeadMLP, TaskLinear
 from ptsl.core.cuda.task_index import StaticTaskIndex
 from ptsl.core.nets.task_index import TaskIndex
 
-from ..helpers import output_and_grads
+from ..helpers import assert_only_row_has_grad, output_and_grads, parameter_count
 
 
 def _net(in_dim: int = 12, hidden: int = 32, out: int = 8, layers: int = 3, tasks: int = 4,
@@ -81,19 +81,12 @@ def test_head_i_only_receives_task_is_gradient(head_layers):
         net.zero_grad(set_to_none=True)
         net(x, _task(ids))[ids == i].pow(2).sum().backward()
         for head in net.heads:
-            for p in (head.weight, head.bias):
-                others = torch.cat([p.grad[:i], p.grad[i + 1:]])
-                assert not others.any(), f"head {i}: other tasks' grad is not exactly zero"
-                assert p.grad[i].abs().sum() > 0, f"head {i} received no gradient"
+            assert_only_row_has_grad((head.weight, head.bias), i, "head")
         # The shared body learns from every task.
         assert all(p.grad.abs().sum() > 0 for p in net.body.parameters())
 
 
 # ----------------------------------------------------------------------------- counts
-
-
-def _count(module: nn.Module) -> int:
-    return sum(p.numel() for p in module.parameters())
 
 
 def _formula(d: int, o: int, h: int, layers: int, tasks: int, head_layers: int = 2) -> int:
@@ -110,7 +103,7 @@ def _formula(d: int, o: int, h: int, layers: int, tasks: int, head_layers: int =
 def test_parameter_count_is_the_reference_formula(obs, hidden, layers, tasks, head_layers):
     for d, o in ((obs, 8), (obs + 4, 1)):  # actor (mean and log-std of 4 actions), one Q
         net = MultiHeadMLP(d, hidden, o, layers, tasks, head_layers)
-        assert _count(net) == _formula(d, o, hidden, layers, tasks, head_layers)
+        assert parameter_count(net) == _formula(d, o, hidden, layers, tasks, head_layers)
 
 
 def test_agent_count_by_hand():
@@ -122,7 +115,7 @@ def test_agent_count_by_hand():
     for obs, want in ((12, 10_506_530), (39, 10_560_530)):
         actor = MultiHeadMLP(obs, 400, 8, 3, 10)
         q = MultiHeadMLP(obs + 4, 400, 1, 3, 10)
-        assert _count(actor) + 4 * _count(q) + 10 == want
+        assert parameter_count(actor) + 4 * parameter_count(q) + 10 == want
 
 
 # ----------------------------------------------------------------------------- init, determinism
