@@ -119,11 +119,11 @@ def table_frame(params: Params, table: TableConfig, records: RunRecords, publish
 
 
 def _fmt(x: Any, spec: str = ".3f") -> str:
-    return "—" if x is None or (isinstance(x, float) and np.isnan(x)) else format(x, spec)
+    return "—" if pd.isna(x) else format(x, spec)
 
 
 def _iqm_cell(r: Mapping[str, Any], metric: str) -> str:
-    if r[f"{metric}_iqm"] is None or pd.isna(r[f"{metric}_iqm"]):
+    if pd.isna(r[f"{metric}_iqm"]):
         return "—"
     return (f"{r[f'{metric}_iqm']:.3f} [{r[f'{metric}_iqm_low']:.3f}, "
             f"{r[f'{metric}_iqm_high']:.3f}]")
@@ -151,7 +151,7 @@ def table_markdown(frame: pd.DataFrame, table: TableConfig, params: Params,
             cells += [_iqm_cell(r, m), cell_text(shown.cells.get((r["experiment"], m)),
                                                  shown.refs)]
         mean, std = r[f"{head_metric}_mean"], r[f"{head_metric}_std"]
-        cells += ["—" if mean is None or pd.isna(mean) else f"{mean:.3f} ± {std:.3f}",
+        cells += ["—" if pd.isna(mean) else f"{mean:.3f} ± {std:.3f}",
                   _fmt(r[f"{head_metric}_{other}_mean"])]
         lines.append("| " + " | ".join(cells) + " |")
     step = int(frame["step"].iloc[0])
@@ -272,7 +272,7 @@ def _build_reports(params: Params, records: RunRecords, published: Published,
         for r in frame.to_dict("records"):
             value = r[f"{metric}_mean"]
             metrics.setdefault(r["experiment"], {})[table.at] = (
-                None if value is None or pd.isna(value) else round(float(value), 4))
+                None if pd.isna(value) else round(float(value), 4))
         write_atomic(out_dir / "plots" / "tables" / f"{tname}.csv",
                      table_plot_frame(params, table, records.curves).to_csv(index=False))
         written[f"{tname}_curves"] = curves_png
