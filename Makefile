@@ -34,6 +34,12 @@ repro: install
 grid: install
 	python -m ptsl.ops.grid $(GRID_ARGS)
 
+# A study (docs/studies.md): `make study-mt10-cpu` trains the stale stages of studies/mt10-cpu/
+# on every core (the grid, one run per core), then evaluates and aggregates into its reports/.
+# GRID_ARGS as for `make grid`.
+study-%: install
+	python -m ptsl.ops.grid --study $* $(GRID_ARGS)
+
 # Switch the active budget (small | paper) in params.yaml; then `make repro` or `dvc exp run`.
 budget-%: install
 	python -m ptsl.ops.budget $*

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from ptsl.ops.params import load_params
 from ptsl.ops.paths import EVALS, PUBLISHED, REPORTS, RUNS, VIDEOS
+from ptsl.ops.study import shared_path
 from ptsl.ops.stage import run_stage
 from ptsl.ops.tracking import start_run
 from ptsl.report.inputs import Published, collect
@@ -26,7 +27,7 @@ def main() -> None:
     # aside and swapped in (see write_reports), so a failure leaves the old reports in place.
     records = collect(params, RUNS, EVALS)
     videos = collect_videos(params, VIDEOS)
-    published = Published.load(PUBLISHED)
+    published = Published.load(shared_path(PUBLISHED))  # a study reads the project's
     written = write_reports(params, records, published, Path(args.out), videos)
     with start_run("aggregate", "aggregate", stage="aggregate") as tracker:
         tracker.log_params({"budget": params.budget, "seeds": list(params.seeds),

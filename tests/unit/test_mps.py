@@ -234,7 +234,7 @@ def test_grid_starts_the_daemon_before_ray_and_quits_it_after(tmp_path, standin,
 
     replaced = {"validate_project": lambda root: None,
                 "stale_training_stages": lambda root: (["train@x-1"], []),
-                "uncommitted_inputs": lambda root: [],
+                "uncommitted_inputs": lambda root: [], "checkout": lambda root: (root, ""),
                 "prepare_store": lambda groups, root: None, "_init_ray": init_ray,
                 "head_commit": lambda root: "0" * 40, "cache_dir": lambda root: "/c",
                 "fan_out": fan_out, "fan_in": lambda *a: 0}

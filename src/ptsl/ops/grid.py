@@ -36,13 +36,15 @@ from typing import Any
 from .mps import MpsDaemon, MpsError
 from .paths import SCRATCH
 from .stage import USER_ERRORS
-from .tracking import TRACKING_ENV, close_orphans, prepare_store
+from .study import STUDIES, study_dirs
+from .tracking import TRACKING_ENV, close_orphans, experiment_name, prepare_store
 from .validate import validate_project
 from .workspace import (
     StageJob,
     StageOutcome,
     WorkspaceError,
     head_commit,
+    checkout,
     run_job,
     uncommitted_inputs,
 )
@@ -87,7 +89,9 @@ def stale_training_stages(root: Path, groups: Sequence[str] = TRAINING_GROUPS
     to train, and those whose only change is outputs missing from the workspace that the cache
     holds (``deleted``; not ``not in cache``), which the fan-in's ``dvc repro`` restores as they
     are, with no worker."""
-    status = json.loads(_dvc(root, "status", "--json").stdout or "{}")
+    # The target keeps it to this folder's pipeline: with none, DVC reports every dvc.yaml of
+    # the repository, studies (studies/<name>/dvc.yaml) included.
+    status = json.loads(_dvc(root, "status", "--json", "dvc.yaml").stdout or "{}")
     train, restore = [], []
     for key, changes in status.items():
         name = key.split(":")[-1]
@@ -97,6 +101,16 @@ def stale_training_stages(root: Path, groups: Sequence[str] = TRAINING_GROUPS
                      and set(c["changed outs"].values()) == {"deleted"} for c in changes)
         (restore if cached else train).append(name)
     return train, restore
+
+
+def seed_major(stages: Sequence[str]) -> list[str]:
+    """``train@exp-seed`` stages seed by seed (every row's first seed first, in dvc.yaml order
+    within a seed): a grid stopped part-way leaves every row with as many seeds as it could."""
+    def seed(stage: str) -> int:
+        tail = stage.rsplit("-", 1)[-1]
+        return int(tail) if tail.isdigit() else 0
+
+    return sorted(stages, key=seed)  # stable: dvc.yaml order within a seed
 
 
 def default_gpus_per_run(total_cpus: float, total_gpus: float, cpus_per_run: float) -> float:
@@ -212,13 +226,13 @@ def fan_out(jobs: list[StageJob], res: Resources, retries: int, ray) -> list[Sta
     return outcomes
 
 
-def close_orphaned_runs(uri: str, stages: Sequence[str]) -> None:
+def close_orphaned_runs(uri: str, stages: Sequence[str], root: Path) -> None:
     """A stage killed mid-run leaves its MLflow run RUNNING; mark the failed stages' as KILLED
     (the stage's next attempt links its run to the killed one)."""
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient(tracking_uri=uri)
-    exp = client.get_experiment_by_name("train")
+    exp = client.get_experiment_by_name(experiment_name("train", root))
     for stage in stages:
         close_orphans(client, exp.experiment_id, stage)
 
@@ -417,6 +431,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                     help="Ray retries of a stage whose worker died (it resumes from its scratch "
                          "checkpoint; default 0: report it)")
     ap.add_argument("--dry", action="store_true", help="list the stale training stages and exit")
+    ap.add_argument("--study", default=None,
+                    help="run the stages of study studies/STUDY/ instead of the project's "
+                         "(docs/studies.md)")
     ap.add_argument("--mps", action="store_true",
                     help="NVIDIA MPS (the Multi-Process Service) runs the CUDA kernels of the "
                          "runs sharing a GPU at once instead of in turns: start the grid's "
@@ -447,6 +464,7 @@ def run(args: argparse.Namespace, root: Path) -> int:
     # it checks, before any worker removes an output.
     validate_project(root)
     stages, cached = stale_training_stages(root)
+    stages = seed_major(stages)
     if args.dry:
         print(f"{len(stages)} stale training stage(s)" + "".join(f"\n  {s}" for s in stages))
         if cached:
@@ -460,12 +478,13 @@ def run(args: argparse.Namespace, root: Path) -> int:
                         "on every node)")
     outcomes: list[StageOutcome] = []
     if stages:
+        repo, folder = checkout(root)
         dirty = uncommitted_inputs(root)
         if dirty:
             raise GridError(f"uncommitted changes in {', '.join(dirty[:5])}"
                             f"{' ...' if len(dirty) > 5 else ''}: workers run the commit "
                             "(git clone), so commit or stash them first")
-        tracking = prepare_store(("train",), root)
+        tracking = prepare_store((experiment_name("train", root),), root)
         # Callbacks run last-in first-out: Ray (and the stage processes) stop before the daemon.
         with ExitStack() as stack:
             if mps:
@@ -488,7 +507,7 @@ def run(args: argparse.Namespace, root: Path) -> int:
                   f"{res.threads} torch thread(s)"
                   + (f"; up to {math.floor(1 / res.gpus)} run(s) per GPU under MPS" if mps
                      else ""), flush=True)
-            common = {"repo": str(root), "commit": head_commit(root),
+            common = {"repo": str(repo), "folder": folder, "commit": head_commit(root),
                       "cache": "" if pull else cache_dir(root),
                       "scratch": str((root / SCRATCH).resolve()), "remote": pull,
                       "env": _worker_env(res, tracking, mps)}
@@ -498,7 +517,7 @@ def run(args: argparse.Namespace, root: Path) -> int:
             print(f"grid: fan-out {len(jobs)} stage(s) in {time.perf_counter() - t0:.0f} s",
                   flush=True)
             if tracking:
-                close_orphaned_runs(tracking, [o.stage for o in outcomes if not o.ok])
+                close_orphaned_runs(tracking, [o.stage for o in outcomes if not o.ok], root)
     failed = [o for o in outcomes if not o.ok]
     rc = fan_in(root, [o for o in outcomes if o.ok], cached, bool(failed), pull)
     if failed:
@@ -510,10 +529,21 @@ def run(args: argparse.Namespace, root: Path) -> int:
     return rc
 
 
+def pipeline_folder(root: Path, study: str | None) -> Path:
+    """The folder whose dvc.yaml the grid runs: the project's, or study ``study``'s."""
+    if study is None:
+        return root
+    known = [p.name for p in study_dirs(root)]
+    if study not in known:
+        raise GridError(f"--study: unknown study {study!r}; allowed: {', '.join(known) or 'none'}"
+                        f" (folders under {root / STUDIES} with a params.yaml)")
+    return root / STUDIES / study
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     try:
-        return run(args, Path.cwd().resolve())
+        return run(args, pipeline_folder(Path.cwd().resolve(), args.study))
     except (GridError, WorkspaceError, MpsError, *USER_ERRORS) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

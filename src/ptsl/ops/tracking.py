@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from .mlflow_ui import experiment_tags
+from .study import shared_root, study_of
 
 TRACKING_ENV = "PTSL_TRACKING"
 _BATCH = 1000  # MLflow accepts at most 1,000 metrics per log_batch call
@@ -54,7 +55,15 @@ def project_root(start: Path | None = None) -> Path:
     for i in range(len(parts) - 2):
         if parts[i:i + 3] == (".dvc", "tmp", "exps"):
             return Path(*parts[:i])
-    return path
+    return shared_root(path)  # a study's stages share the project's store
+
+
+def experiment_name(kind: str, start: Path | None = None) -> str:
+    """The MLflow experiment of a stage kind (``train``, ``evaluate`` ...): ``<study>/<kind>``
+    for a stage run in a study folder, so that a study's runs never mix with the default
+    pipeline's of the same name."""
+    found = study_of(start or Path.cwd())
+    return f"{found[1]}/{kind}" if found else kind
 
 
 def tracking_uri(root: Path | None = None) -> str:
@@ -383,7 +392,7 @@ def start_run(experiment: str, run_name: str, stage: str, root: Path | None = No
         if db is not None and db.parent == root:
             relocate_store(db, root)
         client = MlflowClient(tracking_uri=uri)
-        exp_id = _experiment_id(client, experiment, root)
+        exp_id = _experiment_id(client, experiment_name(experiment), root)
         previous = close_orphans(client, exp_id, stage)
         if previous:
             all_tags["ptsl.previous_run"] = previous

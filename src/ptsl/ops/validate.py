@@ -20,10 +20,12 @@ from typing import Mapping
 
 from ..core.benchmarks import benchmark_tasks
 from ..core.config import ExperimentConfig
+from ..core.errors import ConfigError
 from ..core.files import write_atomic
 from ..core.methods import method
 from .params import Params, load_params, run_config
 from .paths import EMBEDDINGS, VALIDATED
+from .study import shared_path
 
 STAMP = json.dumps({"valid": True, "checked": "params.yaml, task embeddings, PTSL_* settings; "
                     "see src/ptsl/ops/validate.py"}, indent=2) + "\n"
@@ -48,6 +50,38 @@ def check_networks(experiments: Mapping[str, ExperimentConfig]) -> None:
         check_buildable(exp)
 
 
+def check_matched_sizes(params: Params, experiments: Mapping[str, ExperimentConfig]) -> None:
+    """A row whose ``matches`` names another must be able to match that row's parameter count
+    (the counting tool solves its hidden_dim): one whose narrowest network already has more
+    parameters is refused, naming the key (say PTSL's rank at a width too small for it)."""
+    from ..core.benchmarks import ACTION_DIM, OBS_DIM, num_tasks  # torch, as above
+    from ..core.counts import count_parameters
+
+    def count(exp: ExperimentConfig) -> int:
+        return count_parameters(exp, OBS_DIM, ACTION_DIM, num_tasks(exp.benchmark))
+
+    for name, exp in experiments.items():
+        if exp.matches is None:
+            continue
+        target = count(run_config(params, exp.matches, params.seeds[0]).experiment)
+        # The narrowest width the architecture builds: PTSL's rank and MOORE's experts bound it.
+        low = exp.pal_dim or 1
+        for width in sorted({low, max(low, exp.num_experts)}):
+            try:
+                smallest = count(exp.model_copy(update={"hidden_dim": width}))
+                break
+            except ValueError:
+                continue
+        else:
+            continue  # check_networks names what cannot be built
+        if smallest > target:
+            raise ConfigError(
+                f"experiments.{name}.hidden_dim: no width matches experiments.{exp.matches}'s "
+                f"{target:,} parameters: at hidden_dim {width} {name} already has {smallest:,}; "
+                f"allowed: widen experiments.{exp.matches} or lower "
+                f"{'pal_dim' if exp.pal_dim is not None else 'the PTSL rank'}")
+
+
 def check_embeddings(experiments: Mapping[str, ExperimentConfig], path: Path = EMBEDDINGS) -> None:
     """The embeddings file holds a vector of the right size for every task a CARE experiment
     trains on (FileNotFoundError or CorruptFileError naming the file otherwise)."""
@@ -70,7 +104,8 @@ def validate_project(root: Path = Path("."), params_file: str | Path = "params.y
     params = load_params(root / params_file)
     experiments = trained_experiments(params)
     check_networks(experiments)
-    check_embeddings(experiments, root / EMBEDDINGS)
+    check_matched_sizes(params, experiments)
+    check_embeddings(experiments, shared_path(EMBEDDINGS, root))  # a study's: the project's
     # Only the values: whether a GPU is there is for the machine that trains to say (on a
     # cluster the head that runs this may have none).
     from ..core.runtime import Runtime  # torch, as above

@@ -41,6 +41,7 @@ class StageJob:
 
     stage: str                  # DVC stage name, e.g. train@mt10_care-1
     repo: str                   # the project checkout the workspace is cloned from
+    folder: str                 # the pipeline's folder in it: "" or studies/<name>
     commit: str                 # the commit every workspace checks out
     cache: str                  # the DVC cache dir the workspace uses; "" with remote
     scratch: str                # PTSL_SCRATCH: resume checkpoints and task cache, shared
@@ -88,10 +89,21 @@ def head_commit(root: Path) -> str:
     return _git(root, "rev-parse", "HEAD").strip()
 
 
+def checkout(root: Path) -> tuple[Path, str]:
+    """The checkout that holds the pipeline folder ``root`` and the folder inside it: ``""`` for
+    the project's pipeline, ``studies/<name>`` for a study's."""
+    top = Path(_git(root, "rev-parse", "--show-toplevel").strip()).resolve()
+    here = Path(root).resolve()
+    return top, "" if here == top else here.relative_to(top).as_posix()
+
+
 def uncommitted_inputs(root: Path) -> list[str]:
-    """Files under :data:`STAGE_INPUTS` that differ from the commit (modified, staged, untracked
-    and not ignored). DVC's own ``.gitignore`` files for outputs do not count."""
-    out = _git(root, "status", "--porcelain", "--untracked-files=all", "--", *STAGE_INPUTS)
+    """Files under :data:`STAGE_INPUTS` of the checkout, and of the pipeline folder ``root`` in
+    it (a study's), that differ from the commit (modified, staged, untracked and not ignored).
+    DVC's own ``.gitignore`` files for outputs do not count."""
+    repo, folder = checkout(root)
+    inputs = [*STAGE_INPUTS, *(f"{folder}/{p}" for p in STAGE_INPUTS if folder)]
+    out = _git(repo, "status", "--porcelain", "--untracked-files=all", "--", *inputs)
     paths = [line[3:].split(" -> ")[-1].strip('"') for line in out.splitlines() if line.strip()]
     return [p for p in paths if Path(p).name != ".gitignore"]
 
@@ -158,6 +170,7 @@ def run_job(job: StageJob) -> StageOutcome:
         log.write(f"grid: {job.stage} at {job.commit[:12]} on {host}\n")
         try:
             ws = make_workspace(job)
+            here = ws / job.folder  # the pipeline's folder: the stage runs where its dvc.yaml is
             dvc = [sys.executable, "-m", "dvc"]
             env = _stage_env(job, ws)
             rc = 0
@@ -165,14 +178,15 @@ def run_job(job: StageJob) -> StageOutcome:
                 rc = _run_logged([*dvc, "cache", "dir", "--local", job.cache], ws, env, log)
             if rc == 0:
                 pull = ["--pull"] if job.remote else []
-                rc = _run_logged([*dvc, "repro", *pull, "--single-item", job.stage], ws, env, log)
+                rc = _run_logged([*dvc, "repro", *pull, "--single-item", job.stage], here, env,
+                                 log)
             if rc == 0 and job.remote:
-                rc = _run_logged([*dvc, "push", "--run-cache", job.stage], ws, env, log)
+                rc = _run_logged([*dvc, "push", "--run-cache", job.stage], here, env, log)
         except WorkspaceError as exc:
             log.write(f"error: {exc}\n")
             return StageOutcome(job.stage, 1, str(job.log), host, time.time() - t0, str(exc))
     if rc == 0:
-        lock = lock_entry(ws, job.stage)
+        lock = lock_entry(ws / job.folder, job.stage)
         shutil.rmtree(ws, ignore_errors=True)
         return StageOutcome(job.stage, 0, str(job.log), host, time.time() - t0, lock=lock)
     return StageOutcome(job.stage, rc, str(job.log), host, time.time() - t0,

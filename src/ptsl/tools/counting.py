@@ -13,14 +13,8 @@ observation of Meta-World v3 on MT10 and MT50.
 
 from __future__ import annotations
 
-import numpy as np
-import torch
-
-from ..core.agent import MultiTaskSAC
-from ..core.benchmarks import EMBEDDING_DIM
-from ..core.builders import Shapes, build_networks
-from ..core.config import ExperimentConfig, SACConfig
-from ..core.methods import method
+from ..core.config import ExperimentConfig
+from ..core.counts import count_parameters
 
 #: The reference's MT10 settings (reference 5.6): (label, experiment fields).
 REFERENCE_SETTINGS: tuple[tuple[str, dict[str, object]], ...] = (
@@ -46,20 +40,6 @@ BASELINE_SETTINGS: tuple[tuple[str, dict[str, object]], ...] = (
     ("MT-MH-SAC (mtrl)", dict(method="mhsac", hidden_dim=400, num_layers=3)),
     ("MOORE, 4 experts", dict(method="moore", hidden_dim=400, num_layers=3, num_experts=4)),
 )
-
-def count_parameters(exp: ExperimentConfig, obs_dim: int, action_dim: int, num_tasks: int) -> int:
-    """Parameters of ``exp``'s agent by the reference rule (task encoder excluded)."""
-    shapes = Shapes(obs_dim, action_dim, num_tasks)
-    # Values do not matter for a count; the frozen table is a buffer and the task encoder is
-    # excluded anyway, so a zero table stands in for the embeddings file.
-    table = (np.zeros((num_tasks, EMBEDDING_DIM), np.float32)
-             if method(exp.method).embeddings else None)
-    gen = torch.Generator().manual_seed(0)
-    nets = build_networks(exp, SACConfig(), shapes, gen, table)
-    agent = MultiTaskSAC(nets, num_tasks, action_dim, SACConfig(),
-                         torch.Generator().manual_seed(0))
-    return agent.parameter_count()
-
 
 def solve_hidden_dim(exp: ExperimentConfig, target: int, obs_dim: int, action_dim: int,
                      num_tasks: int) -> int:
@@ -183,9 +163,41 @@ def format_report(obs_ref: int = 12, obs_v3: int = 39) -> str:
     return "\n".join(lines)
 
 
+def params_report(path: str) -> str:
+    """For every experiment of the params file at ``path`` that ``matches`` another: the
+    hidden_dim that matches that row's count at Meta-World v3's sizes, beside the one written
+    (a study's sizes are solved this way, docs/studies.md)."""
+    from ..core.benchmarks import ACTION_DIM, OBS_DIM, num_tasks
+    from ..ops.params import load_params, run_config
+
+    params = load_params(path)
+    lines = [f"Hidden sizes matching each row's `matches` in {path} (obs_dim={OBS_DIM}):"]
+    for name in params.experiments:
+        exp = run_config(params, name, params.seeds[0]).experiment
+        if exp.matches is None:
+            continue
+        n_tasks = num_tasks(exp.benchmark)
+        target = count_parameters(run_config(params, exp.matches, params.seeds[0]).experiment,
+                                  OBS_DIM, ACTION_DIM, n_tasks)
+        h = solve_hidden_dim(exp, target, OBS_DIM, ACTION_DIM, n_tasks)
+        n = count_parameters(exp.model_copy(update={"hidden_dim": h}), OBS_DIM, ACTION_DIM,
+                             n_tasks)
+        note = "" if h == exp.hidden_dim else f"  <- params say {exp.hidden_dim}"
+        lines.append(f"  {name:<34} H={h:<4} {n:>10,} ({n - target:+,} against "
+                     f"{exp.matches}'s {target:,}){note}")
+    return "\n".join(lines)
+
+
 def main() -> None:
-    """Print the count table (no arguments)."""
-    print(format_report())
+    """Print the count table, or with ``--params FILE`` the matched sizes of that file's rows."""
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="python -m ptsl.tools.counting", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--params", default=None,
+                    help="solve the matched hidden sizes of this params file's experiments")
+    args = ap.parse_args()
+    print(params_report(args.params) if args.params else format_report())
 
 
 if __name__ == "__main__":
