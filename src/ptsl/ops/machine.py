@@ -15,6 +15,7 @@ from typing import Any
 
 from ..core.errors import EnvCheckError
 from .paths import COMPUTE_PINS
+from .study import shared_path
 
 #: Packages whose versions the check_env stage records (the machine, for MLflow).
 PACKAGES = ("torch", "mujoco", "metaworld", "gymnasium", "numpy", "dvc", "mlflow", "pandas")
@@ -65,7 +66,7 @@ def pinned_versions(requirements: Path) -> dict[str, str]:
     return pins
 
 
-def check_machine(requirements: Path = COMPUTE_PINS) -> dict[str, Any]:
+def check_machine(requirements: Path | None = None) -> dict[str, Any]:
     """The fast check every training and evaluation stage runs first, on whichever machine runs it.
 
     Every package ``requirements`` pins (the ones that compute the results: the stages depend on
@@ -74,6 +75,7 @@ def check_machine(requirements: Path = COMPUTE_PINS) -> dict[str, Any]:
     record (host, versions, torch device) for MLflow tags.
     """
     versions = package_versions()
+    requirements = requirements or shared_path(COMPUTE_PINS)  # a study's: the project's pins
     for name, pinned in pinned_versions(requirements).items():
         try:
             installed = version(name)

@@ -92,7 +92,12 @@ def study_dirs(root: Path) -> list[Path]:
 
 
 def sync(root: Path) -> list[Path]:
-    """Rewrite every study's dvc.yaml from the project's; returns those that changed."""
+    """Rewrite every study's dvc.yaml from the project's, and give each the validate stage's
+    constant stamp (in git, as the project's: the grid's workers clone the commit and every
+    stage depends on it); returns the dvc.yaml files that changed."""
+    from .paths import VALIDATED
+    from .validate import write_stamp
+
     text = study_dvc_yaml((root / "dvc.yaml").read_text())
     changed = []
     for folder in study_dirs(root):
@@ -100,6 +105,8 @@ def sync(root: Path) -> list[Path]:
         if not target.is_file() or target.read_text() != text:
             write_atomic(target, text)
             changed.append(target)
+        if not (folder / VALIDATED).is_file():
+            write_stamp(folder / VALIDATED)
     return changed
 
 
@@ -116,7 +123,7 @@ def new(root: Path, name: str, source: str) -> Path:
         raise ConfigError(f"--from: unknown study {source!r}; allowed: {known}")
     folder.mkdir(parents=True)
     shutil.copy2(origin / "params.yaml", folder / "params.yaml")
-    write_atomic(folder / "dvc.yaml", study_dvc_yaml((root / "dvc.yaml").read_text()))
+    sync(root)
     return folder
 
 
