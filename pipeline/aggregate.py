@@ -1,13 +1,15 @@
 """Stage aggregate: the paper's tables (markdown, CSV), curves with confidence bands and per-task
 heatmaps per table, DVC plot data (reports/plots/), the headline metric of every table row
-(reports/metrics/<experiment>.json) and, when videos were recorded, the GIFs (reports/videos/)
-and a rollout contact sheet per table; all logged to MLflow as artifacts."""
+(reports/metrics/<experiment>.json), the data behind the tables (reports/data/: the long CSV,
+the protocol record, an .npz per table) and, when videos were recorded, the GIFs
+(reports/videos/) and a rollout contact sheet per table; all logged to MLflow as artifacts."""
 
 import argparse
 from pathlib import Path
 
+from ptsl.ops.machine import pinned_versions
 from ptsl.ops.params import load_params
-from ptsl.ops.paths import EVALS, PUBLISHED, REPORTS, RUNS, VIDEOS
+from ptsl.ops.paths import COMPUTE_PINS, EVALS, PUBLISHED, REPORTS, RUNS, VIDEOS
 from ptsl.ops.stage import run_stage
 from ptsl.ops.tracking import start_run
 from ptsl.report.inputs import Published, collect
@@ -27,7 +29,8 @@ def main() -> None:
     records = collect(params, RUNS, EVALS)
     videos = collect_videos(params, VIDEOS)
     published = Published.load(PUBLISHED)
-    written = write_reports(params, records, published, Path(args.out), videos)
+    written = write_reports(params, records, published, Path(args.out), videos,
+                            pinned_versions(COMPUTE_PINS))
     with start_run("aggregate", "aggregate", stage="aggregate") as tracker:
         tracker.log_params({"budget": params.budget, "seeds": list(params.seeds),
                             "long_seeds": list(params.long_seeds), "steps": params.train.steps,
