@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 # Stage commands call `python`/`dvc`; make sure they resolve to the project environment.
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: install repro grid test test-unit test-slow test-cuda ui exps learning-check bench clean-scratch
+.PHONY: install repro push pull grid test test-unit test-slow test-cuda ui exps learning-check bench clean-scratch
 
 install: $(STAMP)
 
@@ -28,6 +28,15 @@ repro: install
 	python pipeline/validate.py
 	dvc repro
 	python -m ptsl.report.readme
+
+# Trained agents, curves and evaluations to the DVC remote (by default ../ptsl-dvc-remote, a
+# folder beside the checkout; .dvc/config) and back: `make pull` in a fresh clone, then
+# `dvc repro` re-trains nothing (docs/reproducibility.md).
+push: install
+	dvc push
+
+pull: install
+	dvc pull
 
 # Every stale training stage in parallel on Ray, then `dvc repro` (docs/scaling.md).
 # Flags pass through GRID_ARGS, e.g. make grid GRID_ARGS="--workers 8 --cpus-per-run 2".

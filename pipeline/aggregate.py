@@ -1,13 +1,15 @@
 """Stage aggregate: the paper's tables (markdown, CSV), curves with confidence bands and per-task
 heatmaps per table, DVC plot data (reports/plots/), the headline metric of every table row
-(reports/metrics/<experiment>.json) and, when videos were recorded, the GIFs (reports/videos/)
-and a rollout contact sheet per table; all logged to MLflow as artifacts."""
+(reports/metrics/<experiment>.json), the data behind the tables (reports/data/: the long CSV,
+the protocol record, an .npz per table) and, when videos were recorded, the GIFs
+(reports/videos/) and a rollout contact sheet per table; all logged to MLflow as artifacts."""
 
 import argparse
 from pathlib import Path
 
+from ptsl.ops.machine import pinned_versions
 from ptsl.ops.params import load_params
-from ptsl.ops.paths import EVALS, PUBLISHED, REPORTS, RUNS, VIDEOS
+from ptsl.ops.paths import COMPUTE_PINS, EVALS, PUBLISHED, REPORTS, RUNS, VIDEOS
 from ptsl.ops.study import shared_path
 from ptsl.ops.stage import run_stage
 from ptsl.ops.tracking import start_run
@@ -27,8 +29,10 @@ def main() -> None:
     # aside and swapped in (see write_reports), so a failure leaves the old reports in place.
     records = collect(params, RUNS, EVALS)
     videos = collect_videos(params, VIDEOS)
-    published = Published.load(shared_path(PUBLISHED))  # a study reads the project's
-    written = write_reports(params, records, published, Path(args.out), videos)
+    # A study reads the project's published numbers and pins.
+    published = Published.load(shared_path(PUBLISHED))
+    written = write_reports(params, records, published, Path(args.out), videos,
+                            pinned_versions(shared_path(COMPUTE_PINS)))
     with start_run("aggregate", "aggregate", stage="aggregate") as tracker:
         tracker.log_params({"budget": params.budget, "seeds": list(params.seeds),
                             "long_seeds": list(params.long_seeds), "steps": params.train.steps,

@@ -147,6 +147,12 @@ def without_metric(blob: bytes) -> bytes:
     return yaml.safe_dump(source, sort_keys=False).encode()
 
 
+def unknown_statistic(blob: bytes) -> bytes:
+    source = yaml.safe_load(blob)
+    source["statistic"]["over_seeds"] = "median"
+    return yaml.safe_dump(source, sort_keys=False).encode()
+
+
 def short_vectors(blob: bytes) -> bytes:
     return json.dumps({k: v[:5] for k, v in json.loads(blob).items()}).encode()
 
@@ -258,6 +264,10 @@ CASES = [
     Case("published-field-missing", write("data/published/ptsl_figure.yaml", without_metric),
          AGGREGATE, ("data/published/ptsl_figure.yaml", "published numbers file",
                      "metric: missing required key")),
+    Case("published-statistic-unknown", write("data/published/scaling_baselines.yaml",
+                                              unknown_statistic),
+         AGGREGATE, ("data/published/scaling_baselines.yaml", "published numbers file",
+                     "statistic.over_seeds: unknown value 'median'; allowed: mean, iqm")),
 ]
 
 

@@ -1,5 +1,6 @@
 """End to end: `dvc repro` on a tiny budget with real Meta-World, real DVC and a real MLflow
-store, then the reports, the MLflow runs and a no-op second repro.
+store, then the reports, the data files, the MLflow runs, a no-op second repro, and a push to
+the project's default DVC remote that a fresh clone pulls and reproduces without training.
 
 The experiment is `long`: seed 1 (the only long seed) trains on to 60 steps while seed 2 stops at
 40, so the short table reads both runs at step 40 and the long table reads seed 1 at step 60 from
@@ -10,10 +11,14 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
+import subprocess
 
+import numpy as np
 import pandas as pd
 import pytest
 
+from ..conftest import ROOT
 from ..pipeline_project import dvc, make_project
 
 EXPERIMENTS = {"tiny_mtsac": {"benchmark": "reach-v3", "method": "mtsac", "hidden_dim": 32,
@@ -22,8 +27,10 @@ EXPERIMENTS = {"tiny_mtsac": {"benchmark": "reach-v3", "method": "mtsac", "hidde
 
 @pytest.fixture(scope="module")
 def project(tmp_path_factory):
-    root = make_project(tmp_path_factory.mktemp("project"), EXPERIMENTS, seeds=[1, 2],
-                        long_steps=60)
+    # A folder of its own around the checkout: the default DVC remote lives beside it.
+    root = tmp_path_factory.mktemp("e2e") / "ptsl"
+    root.mkdir()
+    make_project(root, EXPERIMENTS, seeds=[1, 2], long_steps=60, git=True)
     dvc(root, "repro")
     return root
 
@@ -58,7 +65,8 @@ def test_reports_exist_and_agree(project):
                 <= short[f"{metric}_iqm_high"].iloc[0])
     results = (project / "reports" / "results.md").read_text()
     assert "| Tiny MT-SAC |" in results
-    assert "| evaluation IQM final [95% CI] | published | training IQM final [95% CI] |" in results
+    assert ("| evaluation IQM final [95% CI] | evaluation mean ± std final | training IQM final "
+            "[95% CI] | training mean ± std final | evaluation best so far |") in results
     assert "#### Tiny (reported at 40 vector steps per task)" in results
     # A tiny project's protocol is custom: no published value beside ours, and it says so.
     assert "protocol `custom`" in results and "No published value for these rows." in results
@@ -140,3 +148,62 @@ def test_plots_page_works_offline(project):
     page = (project / "dvc_plots" / "index.html").read_text()
     assert not re.search(r"<script[^>]+src=", page) and "https://cdn" not in page
     assert "vegaEmbed" in page and page.count("vegaEmbed('#") == 4  # 2 tables + 2 runs
+
+
+def test_the_data_files_load_with_the_lines_the_docs_show(project, monkeypatch):
+    block = re.search(r"<!-- data-example[^>]*-->\s*```python\n(.*?)```",
+                      (ROOT / "docs" / "statistics.md").read_text(), re.S).group(1)
+    monkeypatch.chdir(project)
+    found: dict = {}
+    exec(block.replace("mt10_200k", "short"), found)  # the tiny project's table is `short`
+    runs, protocol, table = found["runs"], found["protocol"], found["table"]
+    # Seed 1 evaluated at 0, 20, 40, 60, seed 2 at 0, 20, 40; one task.
+    assert len(runs) == 7 and runs["task"].unique().tolist() == ["reach-v3"]
+    assert runs.columns[:6].tolist() == ["benchmark", "experiment", "method", "seed", "task",
+                                         "step"]
+    curve = pd.read_csv(project / "data" / "runs" / "tiny_mtsac-1" / "curve.csv")
+    one = runs[runs["seed"] == 1]
+    assert one["evaluation_success"].tolist() == curve["success/reach-v3"].tolist()
+    assert one["training_episodes"].tolist() == curve["train_episodes"].tolist()
+    assert set(runs["protocol"]) == {"custom"} and set(runs["evaluation_episodes"]) == {1}
+    assert protocol["versions"]["torch"] == "2.13.0"
+    assert protocol["evaluation"]["policy"].startswith("deterministic")
+    assert protocol["training"]["q_value_clip"] is None
+    assert protocol["tables"]["long"] == {"title": "Tiny long", "rows": ["tiny_mtsac"],
+                                          "step": 60, "seeds": [1],
+                                          "aggregation": "final, per run",
+                                          "headline_metric": "evaluation"}
+    # rliable's layout: (runs, tasks) per row, the scores at the table's step.
+    scores = found["score_dict"]
+    assert list(scores) == ["tiny_mtsac"] and scores["tiny_mtsac"].shape == (2, 1)
+    at40 = [pd.read_csv(project / "data" / "runs" / f"tiny_mtsac-{s}" / "curve.csv")
+            .set_index("step").loc[40, "success/reach-v3"] for s in (1, 2)]
+    assert scores["tiny_mtsac"][:, 0].tolist() == at40
+    assert table["evaluation_curves/tiny_mtsac"].shape == (2, 1, 3)
+    assert table["steps"].tolist() == [0, 20, 40] and table["tasks"].tolist() == ["reach-v3"]
+    assert np.isnan(table["training_curves/tiny_mtsac"][:, 0, 0]).all()  # none by step 0
+
+
+def test_a_fresh_clone_pulls_every_run_and_trains_nothing(project):
+    """`make push` (dvc push) to the project's default remote, a folder beside the checkout
+    (.dvc/config), then `dvc pull` in a fresh clone: every model, curve and evaluation comes
+    back, and `dvc repro` there skips every training and evaluation stage."""
+    shutil.copy2(ROOT / ".dvc" / "config", project / ".dvc" / "config")
+    for cmd in (["add", "-A"], ["commit", "-qm", "results"]):
+        subprocess.run(["git", *cmd], cwd=project, check=True, capture_output=True)
+    pushed = dvc(project, "push").stdout
+    assert (project.parent / "ptsl-dvc-remote" / "files").is_dir()
+    clone = project.parent / "fresh-clone"
+    subprocess.run(["git", "clone", "-q", str(project), str(clone)], check=True)
+    assert not (clone / "data" / "runs" / "tiny_mtsac-1").exists()
+    pulled = dvc(clone, "pull").stdout
+    for s in (1, 2):
+        for rel in (f"data/runs/tiny_mtsac-{s}/model.pt", f"data/runs/tiny_mtsac-{s}/curve.csv",
+                    f"data/eval/tiny_mtsac-{s}.json", f"data/videos/tiny_mtsac-{s}/index.json"):
+            assert (clone / rel).read_bytes() == (project / rel).read_bytes(), rel
+    out = dvc(clone, "repro").stdout
+    for stage in ("train@tiny_mtsac-1", "train@tiny_mtsac-2", "evaluate@tiny_mtsac-1",
+                  "evaluate@tiny_mtsac-2", "aggregate"):
+        assert f"Stage '{stage}' didn't change, skipping" in out, out
+    assert re.findall(r"Running stage '([^']+)'", out) == ["validate"]
+    print(f"\n$ dvc push\n{pushed}\n$ git clone; dvc pull\n{pulled}\n$ dvc repro\n{out}")

@@ -26,6 +26,7 @@ REQUIRED = ["label", "citation", "protocol", "metric", "statistic", "seeds", "st
                                         "reward_version", "episode_length", "goals",
                                         "evaluation")],
             "obtained.how", "obtained.where",
+            *[f"statistic.{k}" for k in ("over_seeds", "run_score", "text")],
             *[f"values[0].{k}" for k in ("benchmark", "method", "steps", "value")]]
 
 
@@ -73,6 +74,10 @@ def test_the_project_sources_load_with_their_provenance():
     care = by["care_paper"]
     assert (care.metric, care.protocol.preset, care.steps_per_task) == ("evaluation",
                                                                         "reference", 2000000)
+    # Each source's statistic, as the report recomputes ours beside it.
+    assert {n: (s.statistic.over_seeds, s.statistic.run_score) for n, s in by.items()} == {
+        "care_paper": ("mean", "best"), "ptsl_figure": ("mean", "final"),
+        "scaling_baselines": ("iqm", "final"), "scaling_mt10_curves": ("iqm", "final")}
     assert {s.protocol.preset for s in published.sources} == {"reference", "metaworld-plus"}
     assert all(s.protocol.env_version == "v3" for s in published.sources
                if s.protocol.preset == "metaworld-plus")
@@ -85,6 +90,11 @@ def test_a_missing_field_is_named(tmp_path, field):
 
 @pytest.mark.parametrize("field, value, says", [
     ("metric", "train", "metric: unknown value 'train'; allowed: evaluation, training"),
+    ("statistic", "mean over seeds", "statistic: expected a mapping, got 'mean over seeds'"),
+    ("statistic.over_seeds", "median", "statistic.over_seeds: unknown value 'median'; allowed: "
+                                       "mean, iqm"),
+    ("statistic.run_score", "last", "statistic.run_score: unknown value 'last'; allowed: final, "
+                                    "best"),
     ("protocol.preset", "plus", "protocol.preset: unknown value 'plus'; allowed: reference, "
                                 "metaworld-plus, none"),
     ("protocol.env_version", "v4", "protocol.env_version: unknown value 'v4'"),

@@ -1,7 +1,9 @@
-"""The README shows what the pipeline produced: its results block is reports/results.md."""
+"""The README shows what the pipeline produced: its results block is the summary at the top of
+reports/results.md, and the README stays short enough to read in a minute."""
 
 from __future__ import annotations
 
+from ptsl.report.markdown import SUMMARY_END, SUMMARY_START
 from ptsl.report.readme import embedded, render
 
 from ..conftest import ROOT
@@ -13,32 +15,39 @@ def test_readme_results_block_matches_reports():
     assert embedded(readme) == render(results), "README is stale: run `python -m ptsl.report.readme`"
 
 
+def test_the_readme_reads_in_a_minute():
+    assert len((ROOT / "README.md").read_text().splitlines()) < 250
+
+
 def test_render_points_links_into_reports():
-    block = render("![a](figures/x.png) [s](https://example.org)")
+    block = render(f"{SUMMARY_START}\n![a](figures/x.png) [s](https://example.org)\n"
+                   f"{SUMMARY_END}\n")
     assert "](reports/figures/x.png)" in block and "](https://example.org)" in block
+    assert "[reports/results.md](reports/results.md)" in block
 
 
-def test_the_block_names_the_metric_and_protocol_of_every_number(tmp_path):
-    """Every table of the block says which protocol it ran under and which metric each column
-    holds, and where its published values come from."""
+def test_the_block_is_the_summary_of_every_benchmark(tmp_path):
+    """One line of protocol, one of metric, the headline table of each benchmark (its first in
+    params.yaml) naming its published sources, and a link to every table."""
     from ptsl.ops.paths import PUBLISHED
     from ptsl.report.published import Published
     from ptsl.report.tables import write_reports
 
     from . import report_data
 
-    p = report_data.params()
+    p = report_data.params(tables=("mt10_200k", "mt10_1m", "mt50_200k", "mt50_1m"))
     write_reports(p, report_data.records(p), Published.load(ROOT / PUBLISHED), tmp_path)
-    block = render((tmp_path / "results.md").read_text())
-    head, *tables = block.split("\n#### ")
-    assert "protocol `reference`: Meta-World v3 tasks, v1 reward functions" in head
-    assert "evaluation success: the deterministic policy" in head
-    assert "training success: the training episodes under the stochastic policy" in head
-    assert len(tables) == 2
-    for section in tables:
-        assert "(reported at " in section.splitlines()[0]
-        assert "; protocol `reference`: " in section
-        assert ("| evaluation IQM final [95% CI] | published | training IQM final [95% CI] |"
-                in section)
-        assert "Published values beside ours are those measured at" in section
-        assert "](reports/figures/" in section
+    results = (tmp_path / "results.md").read_text()
+    block = render(results)
+    lines = block.splitlines()
+    assert lines[1].startswith("Protocol: protocol `reference`: Meta-World v3 tasks, v1 reward")
+    assert lines[3].startswith("Metric: evaluation success: the deterministic policy")
+    titles = [x for x in lines if x.startswith("**")]
+    assert titles == ["**MT10, 200k steps (reported at 300 vector steps per task)**",
+                      "**MT50, 200k steps (reported at 300 vector steps per task)**"]
+    assert block.count("| evaluation IQM final [95% CI] | evaluation mean ± std final |") == 2
+    assert block.count("[1] PTSL paper, results figure: training success, mean over seeds") == 2
+    assert "](reports/figures/mt10_200k_curves.png)" in block
+    assert lines[-2].endswith("[reports/results.md](reports/results.md).")
+    # The full tables stay in results.md, below the summary.
+    assert results.count("#### ") == 4 and "#### " not in block

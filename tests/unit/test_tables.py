@@ -45,10 +45,14 @@ def test_each_metric_beside_its_published_value_under_the_reference_protocol():
     assert frame.loc["mt10_care_ptsl_l2", "published_training"] == 0.50  # the shallow trace
     assert frame["published_evaluation"].isna().all()  # the CARE paper's are at 2M steps
     header = next(x for x in md.splitlines() if x.startswith("| row |"))
-    assert ("| evaluation IQM final [95% CI] | published | training IQM final [95% CI] | "
-            "published |") in header
-    assert _row(md, "MT-SAC")[4] == "—" and _row(md, "MT-SAC")[6] == "0.39 [1]"
-    assert _row(md, "CARE+PTSL, 2 hidden layers")[6] == "0.50 [1]"
+    # No evaluation value at this step: no published column beside evaluation.
+    assert header == ("| row | parameters | seeds | evaluation IQM final [95% CI] | evaluation "
+                      "mean ± std final | training IQM final [95% CI] | training mean ± std "
+                      "final | training, the source's statistic | published | evaluation best "
+                      "so far |")
+    assert _row(md, "MT-SAC")[8] == "0.39 [1]"
+    assert _row(md, "MT-SAC")[7] == f"{frame.loc['mt10_mtsac', 'training_as_published']:.3f} [1]"
+    assert _row(md, "CARE+PTSL, 2 hidden layers")[8] == "0.50 [1]"
     # Both metrics are ours, IQM with its interval, computed from the run's curves.
     for metric in ("evaluation", "training"):
         scores = scores_at(recs.curves, "mt10_care", p.seeds, 300, "final", metric)
@@ -62,6 +66,8 @@ def test_each_metric_beside_its_published_value_under_the_reference_protocol():
     assert "at 200,000 steps per task under the active protocol `reference`" in notes
     assert ("[1] PTSL paper, results figure (`" in notes and "ptsl_figure.yaml`)" in notes
             and "training success, the plotted curve's last point" in notes
+            and "Beside it, ours the same way: mean over seeds of each run's mean over tasks "
+                "at the step (training success)." in notes
             and "10 seeds; read off a figure (±0.02)" in notes
             and "Meta-World v1, not the v3 tasks this project runs" in notes)
     assert ("CARE paper, 2M-step tables (evaluation success): MT-SAC 0.49 at 2,000,000, "
@@ -105,7 +111,10 @@ def test_metaworld_plus_shows_its_own_sources_and_names_the_reference_ones():
     assert frame.loc["mt10_mtsac", "published_evaluation_source"] == "scaling_mt10_curves"
     assert frame["published_training"].isna().all()
     assert frame.drop(index="mt10_mtsac")["published_evaluation"].isna().all()
-    assert _row(md, "MT-SAC")[4] == "0.840 [1]"
+    assert _row(md, "MT-SAC")[6] == "0.840 [1]"
+    assert frame.loc["mt10_mtsac", "published_evaluation_statistic"] == (
+        "IQM over seeds (the runs between the first and third quartile, averaged) of each "
+        "run's mean over tasks at the step")
     assert "protocol `metaworld-plus`: Meta-World v3, v2 rewards, 500-step episodes" in md
     assert ("Soft Modularization 0.812 at 2,000,000, MOORE 0.810 at 2,000,000") in md
     notes = md[md.index("Not shown:"):]
@@ -139,15 +148,15 @@ def test_the_headline_metric_is_a_param(tmp_path):
     written = write_reports(p, recs, PUB, tmp_path)
     md = (tmp_path / "tables" / "mt10_200k.md").read_text()
     header = next(x for x in md.splitlines() if x.startswith("| row |"))
-    assert header.startswith("| row | parameters | seeds | training IQM best [95% CI] | published "
-                             "| evaluation IQM best [95% CI] | published | training mean ± std "
-                             "best | training final |")
+    assert header == ("| row | parameters | seeds | training IQM best [95% CI] | training mean "
+                      "± std best | training, the source's statistic | published | evaluation "
+                      "IQM best [95% CI] | evaluation mean ± std best | training final |")
     assert "Headline: **training success**, **best** (best success so far)" in md
     metrics = json.loads((tmp_path / "metrics" / "mt10_care.json").read_text())
     best = scores_at(recs.curves, "mt10_care", p.seeds, 300, "best", "training")
     assert metrics["short"] == pytest.approx(best.values.mean(), abs=1e-4)
     results = written["results"].read_text()
-    assert "Headline metric: training success (best)." in results
+    assert "Headline: training success, best;" in results
     # The full citation of every source the tables name, once, at the end.
     tail = results[results.index("Sources of the published values:"):]
     assert tail.count("- PTSL paper, results figure (`") == 1
@@ -166,8 +175,9 @@ def test_no_training_episode_by_the_step_leaves_the_training_cells_empty(tmp_pat
     write_reports(p, recs, PUB, tmp_path)
     md = (tmp_path / "tables" / "mt10_200k.md").read_text()
     row = _row(md, "CARE")
-    assert row[3] == "—" and row[7] == "—" and row[8] == "—"  # training IQM, mean, best
-    assert row[5] != "—"  # evaluation IQM
+    # training IQM, mean, ours the source's way, final
+    assert row[3] == "—" and row[4] == "—" and row[5] == "— [1]" and row[9] == "—"
+    assert row[7] != "—"  # evaluation IQM
     assert json.loads((tmp_path / "metrics" / "mt10_care.json").read_text()) == {}
     assert (tmp_path / "figures" / "mt10_200k_tasks.png").is_file()
 
@@ -183,3 +193,58 @@ def test_a_bad_report_metric_is_one_line():
     with pytest.raises(ConfigError, match=r"^report\.published_steps\.lng: unknown key; "
                                           r"allowed: short, long$"):
         parse_params(raw)
+
+
+def _pattern_params(protocol: str, table: str):
+    """Four seeds of every row, the table named, under ``protocol``."""
+    raw = copy.deepcopy(RAW)
+    raw["experiments"]["mt10_mtsac"]["task_onehot"] = protocol == "metaworld-plus"
+    raw["tables"] = {table: raw["tables"][table]}
+    for dotted, value in raw["protocols"][protocol].items():
+        section, key = dotted.split(".")
+        raw[section][key] = value
+    raw.update(protocol=protocol, seeds=[1, 2, 3, 4], long_seeds=[1, 2, 3, 4])
+    raw["report"]["bootstrap_reps"] = 50
+    return parse_params(raw)
+
+
+def _set_pattern(recs, experiment: str, step: int, prefix: str) -> None:
+    """Seed k solves the first (1, 1, 1, 10)[k] of ten tasks at ``step``, the rest fail: each
+    run's mean over tasks is 0.1, 0.1, 0.1, 1.0, so the mean over seeds is 0.325, the IQM over
+    seeds 0.1 (the runs between the quartiles) and the IQM over runs x tasks 0.15."""
+    curves = recs.curves
+    for seed, solved in zip((1, 2, 3, 4), (1, 1, 1, 10)):
+        at = (curves["experiment"] == experiment) & (curves["seed"] == seed) & (
+            curves["step"] == step)
+        for i, task in enumerate(report_data.TASKS):
+            curves.loc[at, f"{prefix}{task}"] = float(i < solved)
+
+
+def test_beside_each_published_value_stands_ours_computed_its_source_s_way():
+    # The PTSL figure: the mean over seeds of the runs' training success.
+    p = _pattern_params("reference", "mt10_200k")
+    recs = records(p)
+    _set_pattern(recs, "mt10_mtsac", 300, "train_success/")
+    frame, md, _ = _table(p, "mt10_200k", recs)
+    row = frame.loc["mt10_mtsac"]
+    assert row["training_iqm"] == pytest.approx(0.15)
+    assert row["training_mean"] == pytest.approx(0.325)
+    assert row["training_as_published"] == pytest.approx(0.325)
+    assert row["published_training_statistic"] == ("mean over seeds of each run's mean over "
+                                                   "tasks at the step")
+    iqm, mean, ours, published = _row(md, "MT-SAC")[5:9]
+    assert iqm.startswith("0.150 [") and mean.startswith("0.325 ± ")
+    assert (ours, published) == ("0.325 [1]", "0.39 [1]")
+    # The parameter-scaling curves: the IQM over seeds of the runs' evaluation success.
+    p = _pattern_params("metaworld-plus", "baselines_mt10_1m")
+    recs = records(p)
+    _set_pattern(recs, "mt10_mtsac", 600, "success/")
+    frame, md, _ = _table(p, "baselines_mt10_1m", recs)
+    row = frame.loc["mt10_mtsac"]
+    assert (row["evaluation_iqm"], row["evaluation_mean"]) == (pytest.approx(0.15),
+                                                               pytest.approx(0.325))
+    assert row["evaluation_as_published"] == pytest.approx(0.1)
+    assert _row(md, "MT-SAC")[5:7] == ["0.100 [1]", "0.840 [1]"]
+    assert "Beside it, ours the same way: IQM over seeds (the runs between the first and third " \
+           "quartile, averaged) of each run's mean over tasks at the step (evaluation " \
+           "success)." in md

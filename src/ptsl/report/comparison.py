@@ -21,12 +21,15 @@ METRICS: tuple[Metric, ...] = ("evaluation", "training")
 @dataclass(frozen=True)
 class Beside:
     """The published values of one table: ``cells[(experiment, metric)]`` holds the
-    ``(reference number, value)`` pairs shown in that cell; ``refs`` the sources in reference
-    order; ``elsewhere`` the active protocol's values at other steps; ``inactive`` the sources
-    of these rows measured under another protocol."""
+    ``(reference number, value)`` pairs shown in that cell; ``ours[(experiment, metric,
+    reference number)]`` our number computed as that source computed its own (filled by the
+    table, which has the runs); ``refs`` the sources in reference order; ``elsewhere`` the
+    active protocol's values at other steps; ``inactive`` the sources of these rows measured
+    under another protocol."""
 
     step: int
     cells: dict[tuple[str, str], list[tuple[int, PublishedValue]]] = field(default_factory=dict)
+    ours: dict[tuple[str, str, int], float | None] = field(default_factory=dict)
     refs: list[PublishedSource] = field(default_factory=list)
     elsewhere: list[tuple[PublishedSource, str, PublishedValue]] = field(default_factory=list)
     inactive: list[PublishedSource] = field(default_factory=list)
@@ -65,6 +68,20 @@ def cell_text(found: list[tuple[int, PublishedValue]] | None, refs: list[Publish
     if not found:
         return "—"
     return ", ".join(f"{_number(v.value, refs[ref - 1])} [{ref}]" for ref, v in found)
+
+
+def ours_text(beside_: Beside, experiment: str, metric: str) -> str:
+    """Our cell beside a published one: ``0.412 [1]``, one number per source of that cell (each
+    computed that source's way), or a dash."""
+    found = beside_.cells.get((experiment, metric))
+    if not found:
+        return "—"
+    return ", ".join(f"{_ours(beside_.ours.get((experiment, metric, ref)))} [{ref}]"
+                     for ref, _ in found)
+
+
+def _ours(x: float | None) -> str:
+    return "—" if x is None else f"{x:.3f}"
 
 
 def _number(x: float, source: PublishedSource) -> str:
@@ -111,15 +128,15 @@ def notes(beside_: Beside, params: Params, labels: dict[str, str]) -> str:
     another protocol, named once with theirs."""
     lines = []
     for ref, source in enumerate(beside_.refs, start=1):
-        shown = [(name, v) for (name, _), found in beside_.cells.items()
-                 for r, v in found if r == ref]
+        shown = _shown(beside_, ref)
         value_notes = "; ".join(f"{labels[name]} {_number(v.value, source)}: {v.note}"
                                 for name, v in shown if v.note)
         lines.append(
             f"[{ref}] {source.label} (`{source.file}`): {source.metric} success, "
-            f"{source.statistic}; {_seeds(source, [v for _, v in shown])}; "
-            f"{_obtained(source)}; protocol "
-            f"{protocol_text(source)}." + (f" Notes: {value_notes}." if value_notes else ""))
+            f"{source.statistic.text}; {_seeds(source, [v for _, v in shown])}; "
+            f"{_obtained(source)}; protocol {protocol_text(source)}. Beside it, ours the same "
+            f"way: {source.statistic.short} ({source.metric} success)."
+            + (f" Notes: {value_notes}." if value_notes else ""))
     if beside_.elsewhere:
         by_source: dict[str, list[str]] = {}
         for source, name, v in beside_.elsewhere:
@@ -139,6 +156,21 @@ def notes(beside_: Beside, params: Params, labels: dict[str, str]) -> str:
             f"task under the active protocol `{params.protocol}`" + (
                 "." if beside_.refs else "; there is none for these rows."))
     return "\n".join([head, "", *[f"- {line}" for line in lines]]) + "\n"
+
+
+def _shown(beside_: Beside, ref: int) -> list[tuple[str, PublishedValue]]:
+    """The (experiment, value) pairs a table shows of source number ``ref``."""
+    return [(name, v) for (name, _), found in beside_.cells.items() for r, v in found if r == ref]
+
+
+def short_refs(beside_: Beside) -> str:
+    """The shown sources in one line each (the summary's): label, metric, statistic, seeds,
+    environment."""
+    return "\n".join(
+        f"[{ref}] {s.label}: {s.metric} success, {s.statistic.short}; "
+        f"{_seeds(s, [v for _, v in _shown(beside_, ref)])}; {_environment(s)}; beside it "
+        "ours the same way."
+        for ref, s in enumerate(beside_.refs, start=1))
 
 
 def mentioned(beside_: Beside) -> list[PublishedSource]:

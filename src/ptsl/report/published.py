@@ -18,7 +18,8 @@ from pydantic import (Field, StrictStr, TypeAdapter, ValidationError, field_vali
 from ..core.config import Count, ExperimentConfig, MethodName, Section, config_error
 from ..core.errors import ConfigError, CorruptFileError
 from ..ops.params import read_yaml
-from .stats import Metric
+from .source_way import OverSeeds, statistic_text
+from .stats import Kind, Metric
 
 ROLE = "published numbers file"
 #: The Meta-World version this project's runs use (its tasks are the ``-v3`` ones).
@@ -57,6 +58,21 @@ class Obtained(Section):
             raise ValueError("precision: required when values are read off a figure "
                              "(e.g. 0.02)")
         return self
+
+
+class SourceStatistic(Section):
+    """How a source turned its runs into one number: each run's score (``run_score``) and how
+    the runs' scores combine (``over_seeds``); ``text``: the source's own words. The table puts
+    ours computed the same way beside the value (:mod:`ptsl.report.source_way`)."""
+
+    over_seeds: OverSeeds
+    run_score: Kind
+    text: Text  # e.g. "mean over seeds of each run's best evaluation so far"
+
+    @property
+    def short(self) -> str:
+        """The statistic in this project's words."""
+        return statistic_text(self.run_score, self.over_seeds)
 
 
 class PublishedValue(Section):
@@ -108,7 +124,7 @@ class PublishedSource(Section):
     citation: Text
     protocol: SourceProtocol
     metric: Metric
-    statistic: Text  # e.g. "mean over seeds of each run's best evaluation so far"
+    statistic: SourceStatistic
     seeds: Any  # a count, or "not stated"
     steps_per_task: Count  # how long the runs trained
     obtained: Obtained
@@ -204,4 +220,4 @@ def _corrupt(path: Path, detail: str) -> CorruptFileError:
 
 
 __all__ = ["Metric", "OUR_ENV_VERSION", "Obtained", "Published", "PublishedSource",
-           "PublishedValue", "SourceProtocol", "load_source"]
+           "PublishedValue", "SourceProtocol", "SourceStatistic", "load_source"]

@@ -19,51 +19,23 @@ from typing import Any, Mapping
 import numpy as np
 import pandas as pd
 
-from ..core.files import swap_in, write_atomic
+from ..core.files import swap_in, write_atomic, write_json
 from ..core.records import Metrics, run_id
-from ..ops.params import Params, TableConfig, preset_matches
-from .comparison import METRICS, Beside, beside, cell_text, mentioned, notes, sources_text
+from ..ops.params import Params, TableConfig
+from .comparison import METRICS, Beside, beside
+from .datafiles import write_data_files
 from .figures import plot_curves, plot_task_heatmap
 from .inputs import RunRecords
+from .markdown import TableReport, results_markdown, table_markdown, table_title
+from .protocol_record import protocol_record
 from .published import Published
 from .rollouts import Rollouts, write_videos
+from .source_way import as_published
 from .stats import scores_at, summarize_available
 
-#: How each metric is measured, in a few words (docs/statistics.md says more).
-METRIC_TEXT = {
-    "evaluation": "evaluation success: the deterministic policy, success at any step of an "
-                  "episode, mean over tasks",
-    "training": "training success: the training episodes under the stochastic policy finished "
-                "since the previous evaluation, success at any step, mean over tasks (empty "
-                "where none finished)",
-}
 #: The curve column of each metric's mean over tasks.
 MEAN_COLUMN = {"evaluation": "success", "training": "train_success"}
 _STAT_FIELDS = ("iqm", "iqm_low", "iqm_high", "mean", "std", "final_mean", "best_mean")
-
-
-def budget_caption(params: Params) -> str:
-    name = params.budget if preset_matches(params) else f"{params.budget} (modified)"
-    return (f"budget `{name}`: {params.train.steps:,} vector steps per task over seeds "
-            f"{list(params.seeds)}; long runs to {params.train.long_steps:,} over seeds "
-            f"{list(params.long_seeds)}; batch {params.sac.batch_size}")
-
-
-def protocol_caption(params: Params) -> str:
-    """The active protocol, named and spelled out."""
-    env = params.env
-    reward = f"{env.reward_version} reward functions" + (
-        " divided by a running standard deviation" if env.normalize_reward else "")
-    goals = ("one fixed goal per task (drawn by the seed)" if env.goals == "fixed"
-             else "goals resampled from the 50 per task")
-    return (f"protocol `{params.protocol}`: Meta-World v3 tasks, {reward}, "
-            f"{env.episode_length}-step episodes, {goals}, {params.train.eval_episodes} "
-            "evaluation episode(s) per task")
-
-
-def table_title(params: Params, table: TableConfig) -> str:
-    """The table's title with the step it actually reports."""
-    return f"{table.title} (reported at {params.table_step(table):,} vector steps per task)"
 
 
 def _metric_stats(params: Params, records: RunRecords, name: str, seeds: tuple[int, ...],
@@ -90,7 +62,7 @@ def _metric_stats(params: Params, records: RunRecords, name: str, seeds: tuple[i
 def table_frame(params: Params, table: TableConfig, records: RunRecords, published: Published,
                 rng: np.random.Generator) -> tuple[pd.DataFrame, dict, Beside]:
     """One table: a row per experiment with both metrics, their statistics and the published
-    value beside each.
+    value beside each, with ours computed the way its source computed it.
 
     Also returns each row's per-task mean over seeds of the headline metric (for the heatmap)
     and the published values shown (for the notes under the table).
@@ -107,64 +79,22 @@ def table_frame(params: Params, table: TableConfig, records: RunRecords, publish
         for metric in METRICS:
             stats, tasks = _metric_stats(params, records, name, seeds, step, metric, rng)
             row.update(stats)
-            # The markdown shows every source of a cell; the CSV its first value and source.
             found = shown.cells.get((name, metric), [])
+            for ref, _ in found:
+                stat = shown.refs[ref - 1].statistic
+                shown.ours[(name, metric, ref)] = as_published(
+                    records.curves, name, seeds, step, metric, stat.run_score, stat.over_seeds)
+            # The markdown shows every source of a cell; the CSV its first value and source.
+            first = shown.refs[found[0][0] - 1] if found else None
             row[f"published_{metric}"] = found[0][1].value if found else None
-            row[f"published_{metric}_source"] = (shown.refs[found[0][0] - 1].name if found
-                                                 else None)
+            row[f"published_{metric}_source"] = first.name if first else None
+            row[f"published_{metric}_statistic"] = first.statistic.short if first else None
+            row[f"{metric}_as_published"] = (shown.ours[(name, metric, found[0][0])]
+                                             if found else None)
             if metric == params.report.metric:
                 per_task[name] = tasks
         rows.append(row)
     return pd.DataFrame(rows), per_task, shown
-
-
-def _fmt(x: Any, spec: str = ".3f") -> str:
-    return "—" if pd.isna(x) else format(x, spec)
-
-
-def _iqm_cell(r: Mapping[str, Any], metric: str) -> str:
-    if pd.isna(r[f"{metric}_iqm"]):
-        return "—"
-    return (f"{r[f'{metric}_iqm']:.3f} [{r[f'{metric}_iqm_low']:.3f}, "
-            f"{r[f'{metric}_iqm_high']:.3f}]")
-
-
-def table_markdown(frame: pd.DataFrame, table: TableConfig, params: Params,
-                   shown: Beside) -> str:
-    """The table as GitHub markdown: the headline metric's column pair first, each metric
-    beside its published value; the header says what each column measures and the notes under
-    it where the published values come from."""
-    head_metric, primary = params.report.metric, params.report.primary
-    order = [head_metric, *[m for m in METRICS if m != head_metric]]
-    other = "best" if primary == "final" else "final"
-    other_label = "best so far" if other == "best" else "final"
-    kind_text = "success at the step" if primary == "final" else "best success so far"
-    labels = dict(zip(frame["experiment"], frame["label"]))
-    header = (["row", "parameters", "seeds"]
-              + [c for m in order for c in (f"{m} IQM {primary} [95% CI]", "published")]
-              + [f"{head_metric} mean ± std {primary}", f"{head_metric} {other_label}"])
-    lines = ["| " + " | ".join(header) + " |",
-             "|---|---:|---:|" + "---|---:|" * len(order) + "---|---:|"]
-    for r in frame.to_dict("records"):
-        cells = [r["label"], f"{r['parameters']:,}", str(r["seeds"])]
-        for m in order:
-            cells += [_iqm_cell(r, m), cell_text(shown.cells.get((r["experiment"], m)),
-                                                 shown.refs)]
-        mean, std = r[f"{head_metric}_mean"], r[f"{head_metric}_std"]
-        cells += ["—" if pd.isna(mean) else f"{mean:.3f} ± {std:.3f}",
-                  _fmt(r[f"{head_metric}_{other}_mean"])]
-        lines.append("| " + " | ".join(cells) + " |")
-    step = int(frame["step"].iloc[0])
-    seeds = params.table_seeds(table)
-    intro = (f"Reported at {step:,} vector steps per task over seed(s) "
-             f"{', '.join(map(str, seeds))}; "
-             f"{protocol_caption(params)}. Headline: **{head_metric} success**, **{primary}** "
-             f"({kind_text}); IQM over runs x tasks with a stratified bootstrap 95% confidence "
-             "interval over seeds. Evaluation success: the deterministic policy; training "
-             "success: the stochastic policy's training episodes since the previous "
-             "evaluation (— where none finished).")
-    return (f"#### {table_title(params, table)}\n\n{intro}\n\n" + "\n".join(lines) + "\n\n"
-            + notes(shown, params, labels))
 
 
 def mean_curves(curves: pd.DataFrame) -> pd.DataFrame:
@@ -205,13 +135,15 @@ def run_plot_frame(params: Params, experiment: str, seed: int,
 
 #: What the aggregate stage writes under its output folder (its DVC outputs): a file and folders.
 REPORT_FILE = "results.md"
-REPORT_DIRS = ("tables", "figures", "plots", "metrics", "videos")
+REPORT_DIRS = ("tables", "figures", "plots", "metrics", "videos", "data")
 _STAGING_PREFIX = ".aggregate-"
 
 
 def write_reports(params: Params, records: RunRecords, published: Published,
-                  out_dir: Path, videos: Mapping[str, Rollouts] | None = None) -> dict[str, Path]:
-    """Write every report under ``out_dir``; returns the main ones.
+                  out_dir: Path, videos: Mapping[str, Rollouts] | None = None,
+                  pins: Mapping[str, str] | None = None) -> dict[str, Path]:
+    """Write every report under ``out_dir``; returns the main ones. ``pins``: the pinned
+    package versions the protocol record names (requirements/compute.txt).
 
     The reports are built in a staging folder inside ``out_dir`` and then each output
     (:data:`REPORT_FILE`, :data:`REPORT_DIRS`) is swapped into place whole (files of a table or run that is gone go
@@ -223,7 +155,7 @@ def write_reports(params: Params, records: RunRecords, published: Published,
         shutil.rmtree(stale, ignore_errors=True)
     with tempfile.TemporaryDirectory(dir=out_dir, prefix=_STAGING_PREFIX) as tmp:
         staging = Path(tmp) / "new"
-        written = _build_reports(params, records, published, staging, videos)
+        written = _build_reports(params, records, published, staging, videos, pins)
         for name in REPORT_DIRS:  # an output with nothing in it is still made
             (staging / name).mkdir(parents=True, exist_ok=True)
         swap_in(staging, out_dir, (REPORT_FILE, *REPORT_DIRS))
@@ -231,20 +163,16 @@ def write_reports(params: Params, records: RunRecords, published: Published,
 
 
 def _build_reports(params: Params, records: RunRecords, published: Published,
-                   out_dir: Path, videos: Mapping[str, Rollouts] | None) -> dict[str, Path]:
+                   out_dir: Path, videos: Mapping[str, Rollouts] | None,
+                   pins: Mapping[str, str] | None) -> dict[str, Path]:
     rng = np.random.default_rng(0)  # bootstrap draws: fixed so reports are reproducible
     metric, primary = params.report.metric, params.report.primary
-    sections = [f"Generated by the `aggregate` stage; {budget_caption(params)}; "
-                f"{protocol_caption(params)}. Every number is one of two metrics, named in "
-                f"each column: {METRIC_TEXT['evaluation']}; {METRIC_TEXT['training']}. "
-                f"Headline metric: {metric} success ({primary}).\n"]
+    reports: list[TableReport] = []
     metrics: dict[str, dict] = {}
     written: dict[str, Path] = {}
-    cited: list = []
     sheets = write_videos(params, videos or {}, out_dir)
     for tname, table in params.tables.items():
         frame, per_task, shown = table_frame(params, table, records, published, rng)
-        cited += [s for s in mentioned(shown) if s not in cited]
         md = table_markdown(frame, table, params, shown)
         write_atomic(out_dir / "tables" / f"{tname}.md", md)
         write_atomic(out_dir / "tables" / f"{tname}.csv", frame.to_csv(index=False))
@@ -265,8 +193,10 @@ def _build_reports(params: Params, records: RunRecords, published: Published,
                           colorbar=f"{metric} success rate")
         rollouts = (f" ![{table.title} rollouts](figures/{sheets[tname].name})"
                     if tname in sheets else "")
-        sections.append(md + f"\n![{table.title} curves](figures/{curves_png.name}) "
-                        f"![{table.title} per task](figures/{tasks_png.name}){rollouts}\n")
+        reports.append(TableReport(
+            tname, table, frame, shown, md + f"\n![{table.title} curves](figures/"
+            f"{curves_png.name}) ![{table.title} per task](figures/{tasks_png.name}){rollouts}\n",
+            curves_png.name))
         # The headline number of every table row: the headline metric's mean over seeds at the
         # table's step (`short` or `long`; the same in every table listing that row).
         for r in frame.to_dict("records"):
@@ -279,15 +209,19 @@ def _build_reports(params: Params, records: RunRecords, published: Published,
         written[f"{tname}_tasks"] = tasks_png
         if tname in sheets:
             written[f"{tname}_rollouts"] = sheets[tname]
-    sections.append(sources_text(cited))
     written["results"] = out_dir / REPORT_FILE
-    write_atomic(written["results"], "\n".join(sections))
+    write_atomic(written["results"], results_markdown(params, reports))
     # One small file per experiment: `dvc metrics show` prints a row per experiment with its
     # `short` and `long` headline, and `dvc exp diff` lists what an experiment changed. The
     # statistics behind them (IQM, CI, std, per task, both metrics) stay in tables/*.csv.
     for exp, values in metrics.items():
         Metrics(**values).write(out_dir / "metrics" / f"{exp}.json")
     written["metrics"] = out_dir / "metrics"
+    # The data behind the tables, for other tools: the long CSV, an .npz per table and the
+    # protocol record (docs/statistics.md, "Data files").
+    write_data_files(params, records, out_dir / "data")
+    write_json(out_dir / "data" / "protocol.json", protocol_record(params, pins or {}))
+    written["data"] = out_dir / "data"
     # One chart per run for `dvc plots show`, named by experiment and seed.
     for (exp, seed), _ in records.curves.groupby(["experiment", "seed"], sort=False):
         write_atomic(out_dir / "plots" / "runs" / f"{run_id(exp, seed)}.csv",
