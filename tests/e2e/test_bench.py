@@ -23,9 +23,10 @@ def _bench(out_dir, *args: str) -> tuple[str, dict]:
     return proc.stdout, json.loads((out_dir / "cpu-quick.json").read_text())
 
 
-def test_quick_benchmark_prints_and_records_the_environment_loop_and_gpu_sections(tmp_path):
-    out, record = _bench(tmp_path, "--only", "gpu,loop,envs")
-    for heading in ("Environments", "Training loop end to end",
+def test_quick_benchmark_prints_and_records_the_environment_loop_study_and_gpu_sections(
+        tmp_path):
+    out, record = _bench(tmp_path, "--only", "gpu,loop,envs,study")
+    for heading in ("Environments", "Training loop end to end", "Study studies/mt10-cpu",
                     "Runs sharing one GPU: not measured (no CUDA device)", "Cost on this machine",
                     "Targets"):
         assert heading in out, heading
@@ -34,9 +35,14 @@ def test_quick_benchmark_prints_and_records_the_environment_loop_and_gpu_section
     assert record["device"]["matmul_precision"] == "highest"
     assert {"tf32_cublas", "tf32_cudnn", "tf32_cublas_override"} <= set(record["device"])
     assert record["versions"]["torch"].startswith("2.13.0")
-    assert record["only"] == ["envs", "loop", "gpu"]
+    assert record["only"] == ["envs", "loop", "study", "gpu"]
     assert {k: v["status"] for k, v in record["sections"].items()} == {
-        "envs": "done", "loop": "done", "gpu": "skipped"}
+        "envs": "done", "loop": "done", "study": "done", "gpu": "skipped"}
+    # --quick measures the study's first row: its loop against collection + matrix work.
+    (row,) = record["study"]["rows"].values()
+    assert row["experiment"] == "mt10_mtsac" and row["batch"] == 128
+    assert row["floor_ms"] == row["collection_ms"] + row["update_matrix_ms"] > 0
+    assert row["loop_over_floor"] == row["loop_ms"] / row["floor_ms"]
     assert "updates" not in record and "gpu_sharing" not in record
     envs = record["envs"]
     assert envs["raw Meta-World env, one core"]["fraction_of_raw"] == 1.0
@@ -57,7 +63,7 @@ def test_one_section_alone_records_only_it(tmp_path):
     assert record["only"] == ["updates"]
     assert list(record["sections"]) == ["updates"]
     assert record["sections"]["updates"]["status"] == "done"
-    assert not {"envs", "loop", "gpu_sharing"} & set(record)
+    assert not {"envs", "loop", "study", "gpu_sharing"} & set(record)
     assert record["costs"] == {}  # nothing to cost without the loop
     rows = record["updates"]["rows"]
     labels = [label for label, _ in method_rows(load_params(ROOT / "params.yaml")).values()]

@@ -34,6 +34,7 @@ from .loop import measure_loop
 from .record import SECTIONS, Record, parse_only
 from .report import costs, targets
 from .table import print_head, print_section, print_summary
+from .study import measure_study
 from .updates import measure_updates, method_rows, paper_agent
 
 PACKAGES = ("torch", "numpy", "metaworld", "mujoco", "gymnasium", "stable-baselines3")
@@ -91,6 +92,9 @@ def main() -> None:
     ap.add_argument("--only", default=",".join(SECTIONS),
                     help="comma-separated sections to run, in the benchmark's order "
                          f"({', '.join(SECTIONS)}; default: all)")
+    ap.add_argument("--study", default="studies/mt10-cpu",
+                    help="the study whose rows the study section measures against their floor "
+                         "(default: %(default)s)")
     ap.add_argument("--quick", action="store_true",
                     help="a smoke run: MT10 only, one round, few steps (figures are rough)")
     args = ap.parse_args()
@@ -141,7 +145,14 @@ def main() -> None:
                                runs=(1, 2) if args.quick else (1, 2, 4, 8),
                                seconds=3.0 if args.quick else 10.0)
 
-    measures = {"envs": envs, "updates": update_rows, "loop": loop, "gpu": sharing}
+    def study() -> dict[str, Any]:
+        return measure_study(Path(args.study), runtime, TASK_CACHE, rounds=rounds,
+                             warmup=2 if args.quick else 20,
+                             measured=loop_steps if args.quick else 300,
+                             first_only=args.quick, progress=progress)
+
+    measures = {"envs": envs, "updates": update_rows, "loop": loop, "study": study,
+                "gpu": sharing}
     out = Path(args.out) / f"{'cuda' if cuda else 'cpu'}{'-quick' if args.quick else ''}.json"
     record = Record(out, {"device": _device_info(device), "versions": _versions(),
                           "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),

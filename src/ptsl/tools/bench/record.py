@@ -15,7 +15,8 @@ from ...core.errors import ConfigError
 from ...core.files import write_json
 
 #: The sections in the order they run, each with the key of its figures in the record.
-SECTIONS = {"envs": "envs", "updates": "updates", "loop": "loop", "gpu": "gpu_sharing"}
+SECTIONS = {"envs": "envs", "updates": "updates", "loop": "loop", "study": "study",
+            "gpu": "gpu_sharing"}
 
 
 class SectionFailed(Exception):

@@ -52,6 +52,16 @@ def _updates(up: dict[str, Any]) -> None:
         print(f"  {name}: {value:.2f}x")
 
 
+def _study(study: dict[str, Any]) -> None:
+    print(f"\nStudy {study['study']}, one thread   vector steps/s  loop ms  update ms  "
+          "collection ms  floor ms  loop/floor")
+    for name, r in study["rows"].items():
+        print(f"  {name:<30} {r['vector_steps_per_s']:>14.1f} {r['loop_ms']:>8.1f} "
+              f"{r['update_ms']:>10.1f} {r['collection_ms']:>14.1f} {r['floor_ms']:>9.1f} "
+              f"{r['loop_over_floor']:>10.2f}")
+    print("  floor = collection (act, step, store) + the update's matrix FLOPs at the GEMM rate")
+
+
 def _loop(loop: dict[str, Any]) -> None:
     print("\nTraining loop end to end, MT10, paper settings   vector steps/s  env steps/s  "
           "x reference")
@@ -68,7 +78,8 @@ def _sharing(sharing: dict[str, Any]) -> None:
               f"{r['per_run_updates_per_s']:>10,.0f}")
 
 
-PRINTERS = {"envs": _envs, "updates": _updates, "loop": _loop, "gpu": _sharing}
+PRINTERS = {"envs": _envs, "updates": _updates, "loop": _loop, "study": _study,
+            "gpu": _sharing}
 
 
 def print_summary(result: dict[str, Any]) -> None:

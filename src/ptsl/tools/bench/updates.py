@@ -120,9 +120,10 @@ def _update_work(agent: MultiTaskSAC, buffer: ReplayBuffer, device: torch.device
     return work
 
 
-def update_flops(agent: MultiTaskSAC, buffer: ReplayBuffer, device: torch.device) -> int:
+def update_flops(agent: MultiTaskSAC, buffer: ReplayBuffer, device: torch.device,
+                 batch_size: int = PAPER_BATCH) -> int:
     """Matrix-multiply FLOPs of one update (forward and backward), counted by torch."""
-    batch = buffer.sample(PAPER_BATCH, np.random.default_rng(123), device)
+    batch = buffer.sample(batch_size, np.random.default_rng(123), device)
     with FlopCounterMode(display=False) as counter:
         agent.update(batch)
     return int(counter.get_total_flops())
