@@ -40,8 +40,10 @@ def test_shapes_and_layers():
     net = _net()
     x, task = torch.randn(20, 12), _task(torch.arange(20) % 4)
     assert net(x, task).shape == (20, 8)
+    # K sets of every layer, the head's too, each laid out as nn.Linear's (out, in)
     assert [tuple(layer.weight.shape) for layer in net.layers] == [
-        (3, 12, 32), (3, 32, 32), (3, 32, 32), (3, 32, 8)]  # the head holds sets too
+        (3, 32, 12), (3, 32, 32), (3, 32, 32), (3, 8, 32)]
+    assert [tuple(layer.bias.shape) for layer in net.layers] == [(3, 32)] * 3 + [(3, 8)]
     assert tuple(net.task_weights.shape) == (4, 3) and tuple(net.task_bias.shape) == (3,)
     with pytest.raises(ValueError, match="num_parameter_sets >= 1"):
         PaCoMLP(12, 32, 8, 3, 4, 0, ACTOR_HEAD_SCALE)
@@ -55,7 +57,7 @@ def _their_forward(net: PaCoMLP, x: torch.Tensor, c: torch.Tensor) -> torch.Tens
     w_tau = one_hot @ net.task_weights + net.task_bias
     h = x
     for i, layer in enumerate(net.layers):
-        per_set = torch.stack([h @ layer.weight[k] + layer.bias[k, 0]
+        per_set = torch.stack([h @ layer.weight[k].T + layer.bias[k]
                                for k in range(layer.weight.shape[0])], dim=1)
         h = torch.einsum("bkn,bk->bn", per_set, w_tau)
         if i < len(net.layers) - 1:

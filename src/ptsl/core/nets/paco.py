@@ -24,11 +24,11 @@ and biases ``U(+-1e-3)`` in the actor and ``U(+-3e-3)`` in a Q-function (``head_
 
 Where this code departs from theirs (mechanics, not maths):
 
-* the parameter sets of a layer are one batched ``K x in x out`` tensor
-  (:class:`~ptsl.core.nets.mlp.ExpertLinear`, mtrl's layout, as MOORE's experts here) and their
-  outputs are mixed by a sum over the sets written out in set order, where theirs is an
+* each parameter set is multiplied as a Linear layer is here (``F.linear``, the weight stored
+  ``out x in``), one set after another, and the ``K`` outputs are mixed by a sum over the sets
+  written out in set order, where theirs vmaps one ``Dense`` over the sets and mixes with an
   ``einsum``: the same values to float rounding, with bits that do not depend on the CPU thread
-  count;
+  count (a batched product over the sets took thread-dependent bits in the heads' backward);
 * the task reaches the network as the batch's task index, and its composition weights are
   :meth:`TaskIndex.rows <ptsl.core.nets.task_index.TaskIndex.rows>` of the ``(T, K)`` table
   plus the bias, where theirs multiplies a one-hot appended to the observation (and strips it
@@ -47,14 +47,36 @@ from __future__ import annotations
 import math
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
-from .mlp import ExpertLinear
 from .task_index import TaskIndex
 
 #: Meta-World+'s head initialisation bounds (``uniform(1e-3)`` actor, ``uniform(3e-3)`` critic).
 ACTOR_HEAD_SCALE = 1e-3
 CRITIC_HEAD_SCALE = 3e-3
+
+
+class CompositionalLinear(nn.Module):
+    """``K`` parameter sets of one Linear layer (their ``CompositionalDense``): weight
+    ``K x out x in`` (each set laid out as ``nn.Linear``'s), bias ``K x out``."""
+
+    def __init__(self, num_sets: int, in_dim: int, out_dim: int) -> None:
+        super().__init__()
+        self.in_dim = in_dim
+        self.out_dim = out_dim
+        self.weight = nn.Parameter(torch.empty(num_sets, out_dim, in_dim))
+        self.bias = nn.Parameter(torch.empty(num_sets, out_dim))
+
+    def forward(self, x: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
+        """``sum_k weights[:, k] * (x W_k + b_k)`` for the ``(B, K)`` composition weights."""
+        # unbind: one slice per set, whose backward stacks the slices' gradients once.
+        sets = zip(self.weight.unbind(0), self.bias.unbind(0))
+        out = None
+        for k, (w, b) in enumerate(sets):
+            term = weights[:, k:k + 1] * F.linear(x, w, b)
+            out = term if out is None else out + term
+        return out
 
 
 class PaCoMLP(nn.Module):
@@ -72,7 +94,7 @@ class PaCoMLP(nn.Module):
             raise ValueError(f"PaCo needs num_parameter_sets >= 1, got {num_parameter_sets}")
         dims = [in_dim] + [hidden_dim] * num_layers + [out_dim]
         #: Each layer's ``K`` parameter sets (their ``CompositionalDense``).
-        self.layers = nn.ModuleList([ExpertLinear(num_parameter_sets, d_in, d_out)
+        self.layers = nn.ModuleList([CompositionalLinear(num_parameter_sets, d_in, d_out)
                                      for d_in, d_out in zip(dims[:-1], dims[1:])])
         #: The composition weights of each task (their ``Dense(K)`` kernel on the one-hot) and
         #: that Dense's bias, which every task shares.
@@ -98,8 +120,5 @@ class PaCoMLP(nn.Module):
         weights = task.rows(self.task_weights) + self.task_bias  # (B, K)
         h = x
         for i, layer in enumerate(self.layers):
-            out = layer(torch.relu(h) if i else h)  # (K, B, out): every set on every row
-            h = weights[:, :1] * out[0]
-            for k in range(1, out.shape[0]):
-                h = h + weights[:, k:k + 1] * out[k]
+            h = layer(torch.relu(h) if i else h, weights)
         return h
