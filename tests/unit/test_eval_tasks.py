@@ -9,7 +9,7 @@ import numpy as np
 from ptsl.core.builders import Shapes, build_agent
 from ptsl.core.config import EnvConfig, ExperimentConfig, RunConfig, SACConfig, TrainConfig
 from ptsl.core.envs import MultiTaskVecEnv, load_tasks
-from ptsl.core.eval_tasks import TaskEvaluator, TaskSpec, run_task
+from ptsl.core.eval_tasks import TaskEvaluator
 from ptsl.core.evaluation import evaluate, evaluator
 from ptsl.core.log import NoLog
 from ptsl.core.loop import Training
@@ -20,38 +20,36 @@ PLUS = EnvConfig(episode_length=60, goals="resample", reward_version="v2",
                  normalize_reward=False, eval_ends_at_success=True)
 
 
-class ScriptedReach:
-    """Meta-World's scripted reach policy, counting the steps it is asked for."""
+class Scripted:
+    """Meta-World's scripted policy of each task (they succeed), as an evaluation's ``act``."""
 
-    def __init__(self) -> None:
-        from metaworld.policies import SawyerReachV3Policy
+    def __init__(self, names: tuple[str, ...]) -> None:
+        from metaworld.policies import ENV_POLICY_MAP
 
-        self.policy = SawyerReachV3Policy()
-        self.steps = 0
+        self.policies = [ENV_POLICY_MAP[name]() for name in names]
 
-    def act(self, obs: np.ndarray, task: int) -> np.ndarray:
-        self.steps += 1
-        return self.policy.get_action(obs)
+    def __call__(self, obs: np.ndarray, ids: np.ndarray) -> np.ndarray:
+        return np.stack([self.policies[i].get_action(o) for o, i in zip(obs, ids)])
 
 
 def test_an_episode_ends_at_its_first_success(task_cache):
-    """A policy that succeeds: with ``eval_ends_at_success`` each episode stops at its first
-    success (fewer steps, a shorter return), without it runs its full length; the success rate
-    is the same either way."""
-    tasks = load_tasks("reach-v3", 1, task_cache)
+    """Policies that succeed: with ``eval_ends_at_success`` each episode stops at its first
+    success (a shorter return), without it runs its full length; the success rate is the same
+    either way, and a task that has finished stops stepping."""
+    tasks = load_tasks("mt10", 1, task_cache)
     out = {}
     for ends in (True, False):
         env_cfg = PLUS.model_copy(update={"episode_length": 150, "eval_ends_at_success": ends})
-        spec = TaskSpec(0, "reach-v3", tasks.goals[0], env_cfg, 1)
-        policy, env = ScriptedReach(), spec.build()
+        ev = TaskEvaluator(tasks, env_cfg, 1)
         try:
-            out[ends] = (*run_task(policy, env, spec, episodes=3), policy.steps)
+            out[ends] = (*ev.evaluate(Scripted(tasks.names), episodes=2), ev.envs.steps)
         finally:
-            env.close()
+            ev.close()
     (success, ret, steps), (full_success, full_ret, full_steps) = out[True], out[False]
-    assert success == full_success == 1.0
-    assert steps < full_steps == 3 * 150
-    assert 0 < ret < full_ret
+    assert np.array_equal(success, full_success) and success.mean() > 0.5
+    assert full_steps == 2 * 150 * 10 and steps < full_steps / 2
+    finished = success == 1.0
+    assert (ret[finished] < full_ret[finished]).all()
 
 
 def test_the_protocol_picks_the_evaluation(task_cache):

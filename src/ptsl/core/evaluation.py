@@ -58,7 +58,8 @@ def evaluate(agent: MultiTaskSAC, env: MultiTaskVecEnv | TaskEvaluator,
     same wherever a run resumed.
     """
     if isinstance(env, TaskEvaluator):
-        success, returns = env.evaluate(agent, episodes)
+        success, returns = env.evaluate(
+            lambda obs, ids: agent.act(obs, ids, deterministic=True), episodes)
         return EvalResult(success=success, returns=returns)
     success = np.zeros((episodes, env.num_tasks), dtype=np.float64)
     returns = np.zeros((episodes, env.num_tasks), dtype=np.float64)
