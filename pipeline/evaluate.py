@@ -30,13 +30,14 @@ def main() -> None:
     cfg = run_config(params, args.exp, args.seed)
     # The machine check and the agent load torch: a bad params file is answered before that.
     check_machine()
-    from ptsl.core.envs import eval_env, load_tasks
-    from ptsl.core.evaluation import evaluate
+    from ptsl.core.envs import load_tasks
+    from ptsl.core.evaluation import evaluate, evaluator
     from ptsl.core.files import folder_aside
     from ptsl.core.persistence import load_agent
     from ptsl.core.records import Evaluation
     from ptsl.core.rollouts import (find_backend, no_backend_message, record_videos,
                                     use_backend, write_no_videos)
+    from ptsl.core.runtime import Runtime
 
     episodes = params.evaluate.episodes
     name = run_id(args.exp, args.seed)
@@ -45,7 +46,7 @@ def main() -> None:
     # params file resolves for this run.
     agent = load_agent(Path(args.runs) / name / "model.pt", expect=cfg)
     tasks = load_tasks(cfg.experiment.benchmark, cfg.seed, TASK_CACHE)
-    env = eval_env(tasks, cfg.env, cfg.seed)
+    env = evaluator(tasks, cfg.env, cfg.seed, Runtime.from_env().eval_workers(tasks.num_tasks))
     try:
         res = evaluate(agent, env, episodes)
     finally:

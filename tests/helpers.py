@@ -83,3 +83,57 @@ def assert_only_row_has_grad(params, row: int, what: str) -> None:
         others = torch.cat([p.grad[:row], p.grad[row + 1:]])
         assert not others.any(), f"{what} {row}: other tasks' grad is not exactly zero"
         assert p.grad[row].abs().sum() > 0, f"{what} {row}: no gradient"
+
+
+def assert_same_bits_at_one_and_two_threads(net: nn.Module, batch: int, num_tasks: int = 10,
+                                            in_dim: int = 39) -> None:
+    """A task-indexed trunk's output and gradients on a random batch: the same bits on one and
+    on two CPU threads."""
+    g = torch.Generator().manual_seed(5)
+    x = torch.randn(batch, in_dim, generator=g)
+    task = TaskIndex(torch.randint(0, num_tasks, (batch,), generator=g), num_tasks)
+    y1, g1 = output_and_grads(net, x, task, 1)
+    y2, g2 = output_and_grads(net, x, task, 2)
+    assert torch.equal(y1, y2)
+    assert all(torch.equal(a, b) for a, b in zip(g1, g2))
+
+
+def assert_static_selection_gives_the_same_values(net: nn.Module, num_tasks: int = 10,
+                                                  in_dim: int = 39) -> None:
+    """A task-indexed trunk with the static-shape selection a CUDA graph needs: the same outputs
+    as with the CPU one, gradients equal to float rounding."""
+    from ptsl.core.cuda.task_index import StaticTaskIndex
+
+    g = torch.Generator().manual_seed(6)
+    x = torch.randn(256, in_dim, generator=g)
+    ids = torch.randint(0, num_tasks, (256,), generator=g)
+    y_cpu, g_cpu = output_and_grads(net, x, TaskIndex(ids, num_tasks), 2)
+    y_static, g_static = output_and_grads(net, x, StaticTaskIndex(ids, num_tasks), 2)
+    torch.testing.assert_close(y_static, y_cpu, rtol=1e-5, atol=1e-5)
+    for a, b in zip(g_static, g_cpu):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+
+
+def task_index(ids: list[int] | torch.Tensor, num_tasks: int = 4) -> TaskIndex:
+    """The :class:`TaskIndex` of task ids given as a list or a tensor."""
+    return TaskIndex(torch.as_tensor(ids, dtype=torch.int64), num_tasks)
+
+
+def assert_matches_transcription(net: nn.Module, transcribed, atol: float) -> None:
+    """``net`` gives what ``transcribed(net, x, task_ids)`` (its authors' forward pass written out)
+    gives on a batch of 24 rows of 12 features over 4 tasks."""
+    c = torch.tensor([3, 0, 0, 2, 1, 3] * 4)
+    x = torch.randn(len(c), 12)
+    torch.testing.assert_close(net(x, task_index(c)), transcribed(net, x, c), rtol=1e-5,
+                               atol=atol)
+
+
+def backward_task_by_task(net: nn.Module, num_tasks: int = 4):
+    """For each task ``i`` (yielded), ``net``'s gradients from the squared outputs of task
+    ``i``'s rows alone, on a batch of 24 rows of 12 features over 4 tasks."""
+    c = torch.tensor([0, 1, 2, 3, 2, 1] * 4)
+    x = torch.randn(len(c), 12)
+    for i in range(num_tasks):
+        net.zero_grad(set_to_none=True)
+        net(x, task_index(c))[c == i].pow(2).sum().backward()
+        yield i

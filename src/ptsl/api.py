@@ -31,9 +31,11 @@ from .core import benchmarks
 from .core.agent import MultiTaskSAC
 from .core.builders import check_buildable
 from .core.config import EnvConfig, EvaluateConfig, RunConfig, SACConfig, section
-from .core.envs import MultiTaskVecEnv, eval_env, load_tasks
+from .core.envs import MultiTaskVecEnv, load_tasks
+from .core.eval_tasks import TaskEvaluator
 from .core.errors import ConfigError
 from .core.evaluation import evaluate as _evaluate
+from .core.evaluation import evaluator
 from .core.files import folder_aside
 from .core.log import RunLog
 from .core.loop import TrainResult
@@ -125,14 +127,17 @@ def _as_mapping(value: Any, cls: type, arg: str) -> dict[str, Any]:
 
 def make_env(benchmark: str = "mt10", seed: int = 1, *,
              env: EnvConfig | Mapping[str, Any] | None = None, evaluation: bool = False,
-             task_cache: str | Path | None = TASK_CACHE, vector: str = "sync") -> MultiTaskVecEnv:
+             task_cache: str | Path | None = TASK_CACHE,
+             vector: str = "sync") -> MultiTaskVecEnv | TaskEvaluator:
     """The multi-task vector environment of ``benchmark`` for ``seed``, under the project's protocol.
 
     ``benchmark`` is ``mt10``, ``mt50`` or one Meta-World v3 task such as ``reach-v3``; row ``i``
     of every observation batch is task ``i`` (``env.task_ids``, names in ``env.tasks.names``).
     Goals are drawn from ``seed`` exactly as in training. ``env`` overrides protocol settings
     (an :class:`EnvConfig` or a mapping of its keys, e.g. ``{"episode_length": 50}``).
-    ``evaluation=True`` builds what evaluation steps: raw rewards, tasks stepped in this process.
+    ``evaluation=True`` builds what evaluation steps: raw rewards, tasks stepped in this process
+    (with ``eval_ends_at_success``, a :class:`ptsl.core.eval_tasks.TaskEvaluator`, which only
+    :func:`evaluate` reads).
     Meta-World's goal lists are cached in ``task_cache`` (``.scratch/tasks`` under the current
     folder; ``None`` for no cache). ``vector="async"`` steps each task in its own process (the
     same transitions). Call ``close()`` when done.
@@ -146,7 +151,7 @@ def make_env(benchmark: str = "mt10", seed: int = 1, *,
     env_cfg = section(EnvConfig, _as_mapping(env, EnvConfig, "env"), "env")
     tasks = load_tasks(benchmark, seed, None if task_cache is None else Path(task_cache))
     if evaluation:
-        return eval_env(tasks, env_cfg, seed)
+        return evaluator(tasks, env_cfg, seed)
     return MultiTaskVecEnv(tasks, env_cfg, seed, vector=vector)
 
 
@@ -175,7 +180,8 @@ def config_from_params(experiment: str, seed: int,
 def make_config(method: str = "mtsac", benchmark: str = "mt10", seed: int = 1, *,
                 hidden_dim: int = 400, num_layers: int = 3, pal_dim: int | None = None,
                 shared_projection: bool = True, residual_mode: str = "none",
-                num_experts: int = 4, task_onehot: bool = False, budget: str = "small",
+                num_experts: int = 4, num_parameter_sets: int = 5, task_onehot: bool = False,
+                budget: str = "small",
                 protocol: str = "reference",
                 steps: int | None = None, eval_every: int | None = None,
                 batch_size: int | None = None, init_steps: int | None = None,
@@ -185,11 +191,12 @@ def make_config(method: str = "mtsac", benchmark: str = "mt10", seed: int = 1, *
                 name: str | None = None) -> RunConfig:
     """A run configuration from a few keyword arguments, with the paper's defaults.
 
-    - ``method``: ``mtsac``, ``softmod``, ``care``, ``care_ptsl``, ``sac_ptsl``, ``mhsac`` or
-      ``moore`` (:data:`ptsl.core.methods.METHODS`); ``benchmark``: ``mt10``, ``mt50`` or one
-      Meta-World v3 task (``reach-v3``).
+    - ``method``: ``mtsac``, ``softmod``, ``care``, ``care_ptsl``, ``sac_ptsl``, ``mhsac``,
+      ``moore`` or ``paco`` (:data:`ptsl.core.methods.METHODS`); ``benchmark``: ``mt10``,
+      ``mt50`` or one Meta-World v3 task (``reach-v3``).
     - Networks: ``hidden_dim`` x ``num_layers`` (the paper's 400 x 3), ``num_experts`` (CARE,
-      Soft Modularization, MOORE), PTSL's ``pal_dim`` (default 50, the top-level value of
+      Soft Modularization, MOORE), ``num_parameter_sets`` (PaCo), PTSL's ``pal_dim`` (default
+      50, the top-level value of
       ``params.yaml``), ``shared_projection`` and ``residual_mode``; ``task_onehot`` (MT-SAC,
       MT-MH-SAC).
     - Protocol: ``protocol`` picks a preset of :func:`protocols` (``reference`` or
@@ -212,7 +219,8 @@ def make_config(method: str = "mtsac", benchmark: str = "mt10", seed: int = 1, *
     name = name if name is not None else f"{benchmark}_{method}"
     exp: dict[str, Any] = {
         "benchmark": benchmark, "method": method, "hidden_dim": hidden_dim,
-        "num_layers": num_layers, "num_experts": num_experts, "task_onehot": task_onehot,
+        "num_layers": num_layers, "num_experts": num_experts,
+        "num_parameter_sets": num_parameter_sets, "task_onehot": task_onehot,
         "shared_projection": shared_projection, "residual_mode": residual_mode}
     if pal_dim is not None:
         exp["pal_dim"] = pal_dim
@@ -226,7 +234,7 @@ def make_config(method: str = "mtsac", benchmark: str = "mt10", seed: int = 1, *
         "env": EnvConfig().model_dump(),
         "sac": {"batch_size": None, "init_steps": None},
         "train": {"steps": None, "long_steps": None, "eval_every": None,
-                  "checkpoint_every": None, "eval_episodes": None},
+                  "checkpoint_every": None, "eval_episodes": None, "eval_stride": None},
         "evaluate": {"episodes": None},
         "experiments": {name: exp},
         "runs": {"plain": [] if ptsl_group else [name], "ptsl": [name] if ptsl_group else []},

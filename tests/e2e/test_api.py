@@ -160,7 +160,7 @@ def test_make_config_builds_every_method_and_protocol():
 @pytest.mark.parametrize("kwargs, message", [
     ({"method": "sacx"},
      "method: unknown value 'sacx'; allowed: mtsac, softmod, care, care_ptsl, sac_ptsl, mhsac, "
-     "moore"),
+     "moore, paco"),
     ({"benchmark": "mt11"}, "benchmark: unknown benchmark 'mt11'; allowed: mt10, mt50 or a "
                             "Meta-World v3 task name such as reach-v3"),
     ({"hidden_dim": 0}, "hidden_dim: must be >= 1, got 0"),
@@ -182,7 +182,8 @@ def test_make_config_builds_every_method_and_protocol():
      "residual_mode: unknown value 'weird'; allowed: none, sum, linear, project"),
     ({"env": {"goals": "x"}}, "env.goals: unknown value 'x'; allowed: fixed, resample"),
     ({"env": {"foo": 1}}, "env.foo: unknown key; allowed: episode_length, goals, "
-                          "reward_version, normalize_reward, reward_alpha"),
+                          "reward_version, normalize_reward, reward_alpha, "
+                          "eval_ends_at_success"),
     ({"sac": {"tau": 2}}, "sac.tau: must be <= 1.0, got 2"),
     ({"sac": 3}, "sac: expected a SACConfig or a mapping of its keys, got 3"),
     ({"seed": -1}, "seed: expected an integer >= 0, got -1"),

@@ -35,7 +35,7 @@ EXPERIMENTS = {
 }
 # Half the usual tiny budget: what matters here is that every output exists, not what it holds.
 EXTRA = {"pal_dim": 4, "train": {"steps": 20, "long_steps": 20, "eval_every": 10,
-                                 "checkpoint_every": 20, "eval_episodes": 1}}
+                                 "checkpoint_every": 20, "eval_episodes": 1, "eval_stride": 1}}
 EMBEDDINGS = "data/task_embeddings/metaworld-mt50.json"
 MODEL = "data/runs/tiny_mtsac-1/model.pt"
 
@@ -122,6 +122,12 @@ def write(rel: str, data: bytes | Callable[[bytes], bytes]) -> Callable[[Path], 
     return apply
 
 
+def as_paco(**fields: Any) -> Callable[[Path], None]:
+    """Make ``tiny_mtsac`` a PaCo experiment with ``fields`` added."""
+    return set_param("experiments", "tiny_mtsac",
+                     value={**EXPERIMENTS["tiny_mtsac"], "method": "paco", **fields})
+
+
 def remove(rel: str) -> Callable[[Path], None]:
     return lambda root: (root / rel).unlink()
 
@@ -161,6 +167,7 @@ def short_vectors(blob: bytes) -> bytes:
 
 VALIDATE = ["pipeline/validate.py"]
 TRAIN = ["pipeline/train.py", "--exp", "tiny_ptsl", "--seed", "1"]
+TRAIN_MTSAC = ["pipeline/train.py", "--exp", "tiny_mtsac", "--seed", "1"]
 EVALUATE = ["pipeline/evaluate.py", "--exp", "tiny_mtsac", "--seed", "1"]
 AGGREGATE = ["pipeline/aggregate.py"]
 
@@ -200,6 +207,16 @@ CASES = [
     Case("misspelt-residual-mode",
          set_param("experiments", "tiny_ptsl", "residual_mode", value="sums"), VALIDATE,
          ("experiments.tiny_ptsl.residual_mode", "allowed: none, sum, linear, project")),
+    # PaCo's options (on an experiment made PaCo: no run of its own to build) and the published
+    # PaCo runs' Q clip
+    Case("unknown-paco-option", as_paco(num_parameter_set=5), VALIDATE,
+         ("experiments.tiny_mtsac.num_parameter_set", "unknown key", "num_parameter_sets")),
+    Case("zero-parameter-sets", as_paco(num_parameter_sets=0), TRAIN_MTSAC,
+         ("experiments.tiny_mtsac.num_parameter_sets", ">= 1")),
+    Case("negative-q-clip", set_param("sac", "q_clip", value=-5000), VALIDATE,
+         ("sac.q_clip", "> 0")),
+    Case("q-clip-not-a-number", set_param("sac", "q_clip", value="5k"), AGGREGATE,
+         ("sac.q_clip", "expected a number")),
     # zero or negative sizes
     Case("zero-hidden-dim", set_param("experiments", "tiny_mtsac", "hidden_dim", value=0),
          VALIDATE, ("experiments.tiny_mtsac.hidden_dim", ">= 1")),

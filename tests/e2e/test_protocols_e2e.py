@@ -2,7 +2,8 @@
 reference protocol (150-step episodes, fixed goals, v1 rewards, one deterministic evaluation
 episode), then the protocol switch's own command turns the project to Meta-World+'s (500-step
 episodes, goals resampled every episode, V2 rewards, no normalisation, evaluation one episode per
-goal: 50 per task) and `dvc repro` retrains under it."""
+goal, 50 per task, each ending at success, at every second evaluation point) and `dvc repro`
+retrains under it."""
 
 from __future__ import annotations
 
@@ -65,8 +66,9 @@ def test_reference_then_metaworld_plus(project):
             params["env"]["reward_version"], params["env"]["normalize_reward"],
             params["train"]["eval_episodes"], params["evaluate"]["episodes"]) == \
         (500, "resample", "v2", False, 50, 50)
-    # One 500-step episode, evaluated before and after it.
-    _set(project, **{"train.steps": 500, "train.long_steps": 500, "train.eval_every": 500,
+    assert (params["env"]["eval_ends_at_success"], params["train"]["eval_stride"]) == (True, 2)
+    # One 500-step episode, evaluated before and after it (every second multiple of 250).
+    _set(project, **{"train.steps": 500, "train.long_steps": 500, "train.eval_every": 250,
                      "train.checkpoint_every": 500})
     out = dvc(project, "repro").stdout
     assert "Running stage 'train@tiny_mtsac-1'" in out  # the environment keys changed
@@ -77,5 +79,6 @@ def test_reference_then_metaworld_plus(project):
     assert ((curve["success"] * 50).round(6) % 1 == 0).all()
     results = (project / "reports" / "results.md").read_text()
     assert "protocol `metaworld-plus`" in results
+    assert "each evaluation episode ending at success, evaluated every 500 vector steps" in results
     evaluation = yaml.safe_load((project / "data" / "eval" / "tiny_mtsac-1.json").read_text())
     assert evaluation["episodes"] == 50

@@ -20,7 +20,7 @@ from ..pipeline_project import env_for, make_project
 EXPERIMENTS = {"tiny_mtsac": {"benchmark": "reach-v3", "method": "mtsac", "hidden_dim": 16,
                               "num_layers": 1, "label": "Tiny MT-SAC"}}
 EXTRA = {"train": {"steps": 10, "long_steps": 10, "eval_every": 10, "checkpoint_every": 10,
-                   "eval_episodes": 1}}
+                   "eval_episodes": 1, "eval_stride": 1}}
 TRAINING = {"train@tiny_mtsac-1"}
 
 

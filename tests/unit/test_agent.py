@@ -172,3 +172,35 @@ def test_an_agent_loaded_to_act_builds_no_optimizer(tmp_path):
                           timeout=120)
     assert proc.stdout.splitlines() == ["False", "['actor', 'alpha', 'critic']", "True"], \
         proc.stderr[-2000:]
+
+
+def _clipped_agent(q_clip: float | None, seed: int = 0):
+    cfg = _cfg(seed)
+    return build_agent(cfg.model_copy(update={"sac": cfg.sac.model_copy(
+        update={"q_clip": q_clip})}), SHAPES, tuple("abcde"))
+
+
+def test_the_q_clip_bounds_targets_and_predictions_in_the_critic_loss():
+    """The published PaCo runs' clip (rainx0r/mtrl f5c121f ``max_q_value``): with rewards far
+    above it every TD target is the clip, so the critic loss is each Q's distance to it."""
+    agent = _clipped_agent(10.0)
+    batch = _buffer().sample(64, np.random.default_rng(0))
+    batch.reward[:] = 1e4
+    with torch.no_grad():
+        task = agent.task_index(batch.task, agent.num_tasks)
+        q1, q2 = agent.critic(batch.obs, batch.action, task, None)
+    assert q1.abs().max() < 10 and q2.abs().max() < 10  # predictions inside: no clip on them
+    want = ((q1 - 10) ** 2).mean() + ((q2 - 10) ** 2).mean()
+    torch.testing.assert_close(agent.update(batch)["critic_loss"], want)
+    unclipped = _clipped_agent(None).update(batch)["critic_loss"]
+    assert unclipped > 1e7  # the same batch without the clip: targets near 1e4
+
+
+def test_a_q_clip_that_never_binds_changes_no_bit_and_none_is_the_default():
+    assert SACConfig().q_clip is None
+    rng = np.random.default_rng(1)
+    batches = [_buffer().sample(64, rng) for _ in range(3)]
+    runs = [[agent.update(b) for b in batches] for agent in (_clipped_agent(None),
+                                                             _clipped_agent(1e30))]
+    for a, b in zip(*runs):
+        assert all(torch.equal(a[k], b[k]) for k in a)

@@ -97,14 +97,14 @@ def test_the_reference_mt50_sizes_match_care_at_its_observation_and_are_solved_a
     mt50 = {label: h for label, bench, h, _, _ in solved_table(39) if bench == "mt50"}
     assert mt50 == {"CARE+PTSL, L=3, P=32": 274, "CARE+PTSL 2 layers, P=42": 331,
                     "MT-SAC+PTSL, L=3, P=32": 300, "MT-MH-SAC, L=3": 82,
-                    "MOORE, 6 experts, L=3": 162}
+                    "MOORE, 6 experts, L=3": 162, "PaCo, K=20, L=3": 86}
 
 
 def test_the_baselines_at_their_references_sizes_and_at_cares():
-    """Multi-head SAC (mtrl's 400x3 body, 2-layer heads) and MOORE (the authors' 400x3, 4
-    experts) by the formula of their networks at the 12-dim observation, and the solver's
-    CARE-matched sizes at 39 dims; the solver starts from the experiment's own size, so MOORE is
-    never built narrower than its expert count."""
+    """Multi-head SAC (mtrl's 400x3 body, 2-layer heads), MOORE (the authors' 400x3, 4
+    experts) and PaCo (Meta-World+'s 400x3, 5 parameter sets) by the formula of their networks
+    at the 12-dim observation, and the solver's CARE-matched sizes at 39 dims; the solver starts
+    from the experiment's own size, so MOORE is never built narrower than its expert count."""
     from ptsl.tools.counting import BASELINE_SETTINGS, solved_table
 
     h, d, t, a = 400, 12, 10, 4
@@ -115,10 +115,16 @@ def test_the_baselines_at_their_references_sizes_and_at_cares():
     def moore(i, o, k=4):  # k experts of 3 layers, a (T, k) table, a head per task
         return t * k + k * (i * h + h + 2 * (h * h + h)) + t * (h * o + o)
 
+    def paco(i, o, k=5):  # a Dense(k) on the one-hot, k sets of every layer, the head's too
+        return t * k + k + k * (i * h + h + 2 * (h * h + h) + h * o + o)
+
     want = {"MT-MH-SAC (mtrl)": mh(d, 2 * a) + 4 * mh(d + a, 1) + t,
-            "MOORE, 4 experts": moore(d, 2 * a) + 4 * moore(d + a, 1) + t}
+            "MOORE, 4 experts": moore(d, 2 * a) + 4 * moore(d + a, 1) + t,
+            "PaCo, 5 parameter sets": paco(d, 2 * a) + 4 * paco(d + a, 1) + t}
     for label, fields in BASELINE_SETTINGS:
         assert count_parameters(_exp(**fields), d, 4, 10) == want[label], label
-    assert want == {"MT-MH-SAC (mtrl)": 10_506_530, "MOORE, 4 experts": 6_593_930}
+    assert want == {"MT-MH-SAC (mtrl)": 10_506_530, "MOORE, 4 experts": 6_593_930,
+                    "PaCo, 5 parameter sets": 8_206_345}
     mt10 = {label: h for label, bench, h, _, _ in solved_table(39) if bench == "mt10"}
     assert mt10["MT-MH-SAC, L=3"] == 167 and mt10["MOORE, 4 experts, L=3"] == 205
+    assert mt10["PaCo, K=5, L=3"] == 183

@@ -124,7 +124,8 @@ def test_the_static_step_makes_no_host_read(name):
     assert next(agent.parameters()).device.type == "meta"
 
 
-@pytest.mark.parametrize("name", ["care_ptsl", "sac_ptsl", "softmod", "care", "mhsac", "moore"])
+@pytest.mark.parametrize("name", ["care_ptsl", "sac_ptsl", "softmod", "care", "mhsac", "moore",
+                                  "paco"])
 def test_the_static_steps_operations_do_not_depend_on_the_task_mix(name):
     """Two buffers, one with every task and one where task 0 never occurs: the same operators on
     the same shapes, in the same order (a captured graph replays one fixed sequence)."""

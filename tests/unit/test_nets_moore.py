@@ -11,10 +11,9 @@ import torch
 import torch.nn.functional as F
 
 from ptsl.core.nets.moore import MOOREMLP, gram_schmidt
-from ptsl.core.cuda.task_index import StaticTaskIndex
-from ptsl.core.nets.task_index import TaskIndex
 
-from ..helpers import assert_only_row_has_grad, output_and_grads, parameter_count
+from ..helpers import (assert_matches_transcription, assert_only_row_has_grad,
+                       backward_task_by_task, parameter_count, task_index)
 
 
 def _net(in_dim: int = 12, hidden: int = 32, out: int = 8, layers: int = 3, tasks: int = 4,
@@ -24,16 +23,12 @@ def _net(in_dim: int = 12, hidden: int = 32, out: int = 8, layers: int = 3, task
     return net
 
 
-def _task(ids: list[int] | torch.Tensor, num_tasks: int = 4) -> TaskIndex:
-    return TaskIndex(torch.as_tensor(ids, dtype=torch.int64), num_tasks)
-
-
 # ----------------------------------------------------------------------------- structure
 
 
 def test_shapes_and_layers():
     net = _net()
-    x, task = torch.randn(20, 12), _task(torch.arange(20) % 4)
+    x, task = torch.randn(20, 12), task_index(torch.arange(20) % 4)
     assert net(x, task).shape == (20, 8)
     assert net.expert_basis(x).shape == (3, 20, 32)
     assert [tuple(e.weight.shape) for e in net.experts] == [(3, 12, 32), (3, 32, 32), (3, 32, 32)]
@@ -75,11 +70,7 @@ def _authors_forward(net: MOOREMLP, x: torch.Tensor, c: torch.Tensor) -> torch.T
 
 @pytest.mark.parametrize("experts", [1, 3, 6])
 def test_output_is_the_authors_formulation(experts):
-    net = _net(experts=experts)
-    c = torch.tensor([3, 0, 0, 2, 1, 3] * 4)
-    x = torch.randn(len(c), 12)
-    torch.testing.assert_close(net(x, _task(c)), _authors_forward(net, x, c),
-                               rtol=1e-5, atol=1e-5)
+    assert_matches_transcription(_net(experts=experts), _authors_forward, atol=1e-5)
 
 
 # ----------------------------------------------------------------------------- orthonormality
@@ -110,11 +101,7 @@ def test_gram_schmidt_spans_the_same_subspaces_in_expert_order():
 
 def test_head_i_only_receives_task_is_gradient():
     net = _net(experts=4)
-    c = torch.tensor([0, 1, 2, 3, 2, 1] * 4)
-    x = torch.randn(len(c), 12)
-    for i in range(4):
-        net.zero_grad(set_to_none=True)
-        net(x, _task(c))[c == i].pow(2).sum().backward()
+    for i in backward_task_by_task(net):
         # The task's head and its row of mixing weights; no other task's.
         assert_only_row_has_grad((net.head.weight, net.head.bias, net.task_weights), i, "task")
         # The experts are shared by every task.
@@ -167,37 +154,3 @@ def test_initialisation_is_the_authors():
     for t in range(10):
         assert net.head.weight[t].abs().max() <= xavier
     assert net.head.bias.abs().max() <= 1 / math.sqrt(64) and net.head.bias.any()
-
-
-def test_same_seed_same_weights():
-    a, b, c = _net(seed=3), _net(seed=3), _net(seed=4)
-    for (name, p), q in zip(a.state_dict().items(), b.state_dict().values()):
-        assert torch.equal(p, q), name
-    for name, p in a.state_dict().items():
-        assert not torch.equal(p, c.state_dict()[name]), name
-
-
-@pytest.mark.parametrize("batch", [128, 1280])
-def test_same_bits_at_one_and_two_threads(batch):
-    net = _net(in_dim=39, hidden=64, out=8, tasks=10, experts=4)
-    g = torch.Generator().manual_seed(5)
-    x = torch.randn(batch, 39, generator=g)
-    task = _task(torch.randint(0, 10, (batch,), generator=g), 10)
-    y1, g1 = output_and_grads(net, x, task, 1)
-    y2, g2 = output_and_grads(net, x, task, 2)
-    assert torch.equal(y1, y2)
-    assert all(torch.equal(a, b) for a, b in zip(g1, g2))
-
-
-def test_static_formulation_gives_the_same_values():
-    """Every per-task selection goes through the TaskIndex, so the static-shape one a CUDA graph
-    needs applies as it is: the same outputs, gradients equal to float rounding."""
-    net = _net(in_dim=39, hidden=64, out=8, tasks=10, experts=4)
-    g = torch.Generator().manual_seed(6)
-    x = torch.randn(256, 39, generator=g)
-    ids = torch.randint(0, 10, (256,), generator=g)
-    y_cpu, g_cpu = output_and_grads(net, x, TaskIndex(ids, 10), 2)
-    y_static, g_static = output_and_grads(net, x, StaticTaskIndex(ids, 10), 2)
-    torch.testing.assert_close(y_static, y_cpu, rtol=1e-5, atol=1e-5)
-    for a, b in zip(g_static, g_cpu):
-        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)

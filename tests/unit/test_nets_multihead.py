@@ -10,10 +10,8 @@ import torch
 from torch import nn
 
 from ptsl.core.nets.multihead import MultiHeadMLP, TaskLinear
-from ptsl.core.cuda.task_index import StaticTaskIndex
-from ptsl.core.nets.task_index import TaskIndex
 
-from ..helpers import assert_only_row_has_grad, output_and_grads, parameter_count
+from ..helpers import assert_only_row_has_grad, parameter_count, task_index
 
 
 def _net(in_dim: int = 12, hidden: int = 32, out: int = 8, layers: int = 3, tasks: int = 4,
@@ -21,10 +19,6 @@ def _net(in_dim: int = 12, hidden: int = 32, out: int = 8, layers: int = 3, task
     net = MultiHeadMLP(in_dim, hidden, out, layers, tasks, head_layers)
     net.reset_parameters(torch.Generator().manual_seed(seed))
     return net
-
-
-def _task(ids: list[int] | torch.Tensor, num_tasks: int = 4) -> TaskIndex:
-    return TaskIndex(torch.as_tensor(ids, dtype=torch.int64), num_tasks)
 
 
 def _randomise_biases(net: nn.Module, seed: int = 1) -> None:
@@ -41,7 +35,7 @@ def _randomise_biases(net: nn.Module, seed: int = 1) -> None:
 
 def test_shapes_and_layers():
     net = _net()
-    x, task = torch.randn(20, 12), _task(torch.arange(20) % 4)
+    x, task = torch.randn(20, 12), task_index(torch.arange(20) % 4)
     assert net(x, task).shape == (20, 8)
     linears = [m for m in net.body if isinstance(m, nn.Linear)]
     assert [(m.in_features, m.out_features) for m in linears] == [(12, 32)] + [(32, 32)] * 3
@@ -67,7 +61,7 @@ def test_output_is_mtrls_masked_sum_over_heads():
     net = _net()
     _randomise_biases(net)
     x, ids = torch.randn(24, 12), torch.tensor([3, 0, 0, 2, 1, 3] * 4)
-    torch.testing.assert_close(net(x, _task(ids)), _mtrl_forward(net, x, ids),
+    torch.testing.assert_close(net(x, task_index(ids)), _mtrl_forward(net, x, ids),
                                rtol=1e-5, atol=1e-5)
 
 
@@ -79,7 +73,7 @@ def test_head_i_only_receives_task_is_gradient(head_layers):
     x = torch.randn(len(ids), 12)
     for i in range(4):
         net.zero_grad(set_to_none=True)
-        net(x, _task(ids))[ids == i].pow(2).sum().backward()
+        net(x, task_index(ids))[ids == i].pow(2).sum().backward()
         for head in net.heads:
             assert_only_row_has_grad((head.weight, head.bias), i, "head")
         # The shared body learns from every task.
@@ -134,38 +128,3 @@ def test_initialisation_is_mtrls():
             w = head.weight[t].detach()
             assert w.abs().max() <= bound and w.abs().max() > 0.9 * bound
         assert not torch.equal(head.weight[0], head.weight[1])
-
-
-def test_same_seed_same_weights():
-    a, b, c = _net(seed=3), _net(seed=3), _net(seed=4)
-    for (name, p), q in zip(a.state_dict().items(), b.state_dict().values()):
-        assert torch.equal(p, q), name
-    assert not torch.equal(a.heads[0].weight, c.heads[0].weight)
-    assert not torch.equal(a.body[0].weight, c.body[0].weight)
-
-
-@pytest.mark.parametrize("batch", [128, 1280])
-def test_same_bits_at_one_and_two_threads(batch):
-    net = _net(in_dim=39, hidden=64, out=8, tasks=10)
-    _randomise_biases(net)
-    g = torch.Generator().manual_seed(5)
-    x = torch.randn(batch, 39, generator=g)
-    task = _task(torch.randint(0, 10, (batch,), generator=g), 10)
-    y1, g1 = output_and_grads(net, x, task, 1)
-    y2, g2 = output_and_grads(net, x, task, 2)
-    assert torch.equal(y1, y2)
-    assert all(torch.equal(a, b) for a, b in zip(g1, g2))
-
-
-def test_static_formulation_gives_the_same_values():
-    """Every per-task selection goes through the TaskIndex, so the static-shape one a CUDA graph
-    needs applies as it is: the same outputs, gradients equal to float rounding."""
-    net = _net(in_dim=39, hidden=64, out=8, tasks=10)
-    g = torch.Generator().manual_seed(6)
-    x = torch.randn(256, 39, generator=g)
-    ids = torch.randint(0, 10, (256,), generator=g)
-    y_cpu, g_cpu = output_and_grads(net, x, TaskIndex(ids, 10), 2)
-    y_static, g_static = output_and_grads(net, x, StaticTaskIndex(ids, 10), 2)
-    torch.testing.assert_close(y_static, y_cpu, rtol=1e-5, atol=1e-5)
-    for a, b in zip(g_static, g_cpu):
-        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)

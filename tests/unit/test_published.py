@@ -110,7 +110,7 @@ def test_a_missing_field_is_named(tmp_path, field):
     ("values[0].value", 1.2, "values[0].value: must be a success rate in [0, 1], got 1.2"),
     ("values[0].value", "0.49", "values[0].value: must be a success rate in [0, 1], got '0.49'"),
     ("values[0].value", True, "values[0].value: must be a success rate"),
-    ("values[0].method", "paco", "values[0].method: unknown value 'paco'"),
+    ("values[0].method", "pcgrad", "values[0].method: unknown value 'pcgrad'"),
     ("values[0].benchmark", "mt25", "values[0].benchmark: unknown value 'mt25'"),
     ("values[0].steps", 0, "values[0].steps: must be >= 1, got 0"),
     ("values[0].match", {"width": 400}, "values[0].match.width: unknown experiment field"),
@@ -167,3 +167,10 @@ def test_values_stand_for_the_experiments_they_match():
     moore = found("evaluation", benchmark="mt10", method="moore")
     assert moore == {("scaling_baselines", 2000000, 0.81)}
     assert found("evaluation", benchmark="mt10", method="moore", hidden_dim=205) == set()
+    # PaCo at the published runs' sizes (5 parameter sets on MT10, 20 on MT50), not at CARE's.
+    assert found("evaluation", benchmark="mt10", method="paco") == {
+        ("scaling_baselines", 2000000, 0.738)}
+    assert found("evaluation", benchmark="mt50", method="paco", num_parameter_sets=20) == {
+        ("scaling_baselines", 2000000, 0.586)}
+    assert found("evaluation", benchmark="mt50", method="paco") == set()
+    assert found("evaluation", benchmark="mt10", method="paco", hidden_dim=183) == set()

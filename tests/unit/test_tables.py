@@ -248,3 +248,24 @@ def test_beside_each_published_value_stands_ours_computed_its_source_s_way():
     assert "Beside it, ours the same way: IQM over seeds (the runs between the first and third " \
            "quartile, averaged) of each run's mean over tasks at the step (evaluation " \
            "success)." in md
+
+
+def test_the_protocol_line_names_the_meta_world_plus_settings_only_when_set():
+    """Under the keys' defaults the protocol line is what it was; each setting a researcher
+    flips to match a published run is named once set."""
+    from ptsl.report.markdown import protocol_caption
+
+    plain = protocol_caption(parse_params(copy.deepcopy(RAW)))
+    assert plain.endswith("1 evaluation episode(s) per task")
+    raw = copy.deepcopy(RAW)
+    raw["protocol"] = "custom"
+    raw["env"]["eval_ends_at_success"] = True
+    raw["train"]["eval_stride"] = 2
+    raw["sac"].update(sizes_per_task=True, batch_size=128, buffer_capacity=100_000,
+                      q_clip=5000)
+    text = protocol_caption(parse_params(raw))
+    assert text.startswith(plain.replace("`reference`", "`custom`"))
+    for part in ("each evaluation episode ending at success",
+                 f"evaluated every {2 * RAW['train']['eval_every']:,} vector steps",
+                 "batch 128 and buffer 100,000 per task", "Q-values clipped at ±5000"):
+        assert part in text

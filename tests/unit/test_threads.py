@@ -23,7 +23,7 @@ from ptsl.core.benchmarks import benchmark_tasks
 
 MT10 = benchmark_tasks("mt10")
 EXPERIMENTS = ("mt10_mtsac", "mt10_softmod", "mt10_care", "mt10_care_ptsl", "mt10_sac_ptsl",
-               "mt10_mhsac", "mt10_moore")
+               "mt10_mhsac", "mt10_moore", "mt10_paco")
 BATCH = 128  # the default budget's batch: about 13 rows per task, some tasks 5 to 11
 
 

@@ -28,6 +28,7 @@ METHODS = {
     "sac_ptsl": {"method": "sac_ptsl", "hidden_dim": 32, "num_layers": 3, "pal_dim": 8},
     "mhsac": {"method": "mhsac", "hidden_dim": 32, "num_layers": 2},
     "moore": {"method": "moore", "hidden_dim": 32, "num_layers": 2, "num_experts": 3},
+    "paco": {"method": "paco", "hidden_dim": 32, "num_layers": 2, "num_parameter_sets": 3},
 }
 
 

@@ -298,6 +298,9 @@ class MultiTaskSAC(nn.Module):
             target_v = torch.min(tq1, tq2) - self.alpha(task) * next_log_pi
             target_q = batch.reward + batch.not_done * sac.discount * target_v
         q1, q2 = self.critic(batch.obs, batch.action, task, task_enc)
+        if sac.q_clip is not None:  # the published PaCo runs' clip, targets and predictions
+            target_q = target_q.clamp(-sac.q_clip, sac.q_clip)
+            q1, q2 = q1.clamp(-sac.q_clip, sac.q_clip), q2.clamp(-sac.q_clip, sac.q_clip)
         critic_loss = F.mse_loss(q1, target_q) + F.mse_loss(q2, target_q)
         self.critic_opt.zero_grad(set_to_none=True)
         critic_loss.backward()

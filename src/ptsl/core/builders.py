@@ -25,6 +25,7 @@ from .nets.care import CAREEncoder
 from .nets.mlp import IdentityEncoder, MLPTrunk, init_expert_layers, weight_init
 from .nets.moore import MOOREMLP
 from .nets.multihead import MultiHeadMLP
+from .nets.paco import ACTOR_HEAD_SCALE, CRITIC_HEAD_SCALE, PaCoMLP
 from .nets.pal import FeedForwardPAL, init_pal_layers
 from .nets.soft_modularization import FeedForwardEncoder, ObsActionProjection, SoftModularizedMLP
 from .nets.task_encoder import TaskEncoder, load_task_embeddings
@@ -111,6 +112,22 @@ def moore(exp: ExperimentConfig, sac: SACConfig, shapes: Shapes, generator: torc
     def make(in_dim: int, out_dim: int) -> MOOREMLP:
         return MOOREMLP(in_dim, exp.hidden_dim, out_dim, exp.num_layers, shapes.num_tasks,
                         exp.num_experts)
+
+    return _own_init(_observation_nets(exp, sac, shapes, make), generator)
+
+
+def paco(exp: ExperimentConfig, sac: SACConfig, shapes: Shapes, generator: torch.Generator,
+         task_embeddings: Table = None) -> Networks:
+    """PaCo as the Meta-World+ baselines build it: the actor and each Q a complete
+    parameter-compositional network with ``num_parameter_sets`` sets per layer and its own task
+    composition weights (their ``PaCoNetwork``; :mod:`ptsl.core.nets.paco`); the observation
+    only, no task encoder."""
+
+    def make(in_dim: int, out_dim: int) -> PaCoMLP:
+        # A Q-function's head has one output; Meta-World+ draws it from a wider interval.
+        scale = CRITIC_HEAD_SCALE if out_dim == 1 else ACTOR_HEAD_SCALE
+        return PaCoMLP(in_dim, exp.hidden_dim, out_dim, exp.num_layers, shapes.num_tasks,
+                       exp.num_parameter_sets, scale)
 
     return _own_init(_observation_nets(exp, sac, shapes, make), generator)
 

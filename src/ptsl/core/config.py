@@ -58,6 +58,10 @@ class EnvConfig(Section):
     reward_version: Literal["v1", "v2"] = "v1"
     normalize_reward: StrictBool = True
     reward_alpha: Annotated[Number, Field(gt=0.0, le=1.0)] = 0.001
+    eval_ends_at_success: StrictBool = Field(
+        False, description="an evaluation episode ends at its first success, each task "
+                           "evaluated on its own (Meta-World+'s evaluation); false: every "
+                           "episode runs its full length, tasks in lock-step (the reference's)")
 
 
 class SACConfig(Section):
@@ -78,6 +82,12 @@ class SACConfig(Section):
     log_std_min: Number = -20.0
     log_std_max: Number = 2.0
     critic_loss_guard: Annotated[Number, Field(gt=0.0)] = 1e8
+    sizes_per_task: StrictBool = Field(False, description="batch_size and buffer_capacity count "
+                                                          "per task (Meta-World+: 128 and "
+                                                          "100,000 per task); false: in total")
+    q_clip: Annotated[Number, Field(gt=0.0)] | None = Field(
+        None, description="clip TD targets and Q predictions to [-q_clip, q_clip] in the critic "
+                          "loss (the published PaCo runs: 5000); null: no clip")
 
     @model_validator(mode="after")
     def _log_std_order(self) -> "SACConfig":
@@ -85,6 +95,15 @@ class SACConfig(Section):
             raise ValueError(f"log_std_min: must be < sac.log_std_max ({self.log_std_max:g}), "
                              f"got {self.log_std_min:g}")
         return self
+
+    def totals(self, num_tasks: int) -> "SACConfig":
+        """This config with ``batch_size`` and ``buffer_capacity`` as totals over ``num_tasks``
+        tasks: itself unless ``sizes_per_task``."""
+        if not self.sizes_per_task:
+            return self
+        return self.model_copy(update={"batch_size": self.batch_size * num_tasks,
+                                       "buffer_capacity": self.buffer_capacity * num_tasks,
+                                       "sizes_per_task": False})
 
 
 class TrainConfig(Section):
@@ -97,6 +116,14 @@ class TrainConfig(Section):
     long_steps: Count | None = Field(None, description="the long reported step (paper: 1M), "
                                                        "for long experiments; unset means steps")
     eval_episodes: Count = 1
+    eval_stride: Count = Field(1, description="evaluate at every eval_stride-th multiple of "
+                                              "eval_every (the protocol's cadence: "
+                                              "metaworld-plus evaluates half as often)")
+
+    @property
+    def eval_interval(self) -> int:
+        """Vector steps between evaluations."""
+        return self.eval_every * self.eval_stride
 
     @model_validator(mode="before")
     @classmethod
@@ -133,6 +160,9 @@ class ExperimentConfig(Section):
                                                        "variant)")
     num_experts: Count = Field(4, description="CARE encoders / Soft Modularization modules / "
                                               "MOORE experts")
+    num_parameter_sets: Count = Field(5, description="PaCo: parameter sets per layer (K; "
+                                                     "Meta-World+'s default and MT10 run 5, its "
+                                                     "MT50 run 20)")
     pal_dim: Count | None = Field(None, description="PTSL rank, at most hidden_dim; unset "
                                                     "reads the top-level pal_dim")
     shared_projection: StrictBool = Field(True, description="PTSL: one D/U pair shared across "

@@ -1,4 +1,10 @@
-"""Deterministic evaluation: success per task, where success means success at any step."""
+"""Deterministic evaluation: success per task, where success means success at any step.
+
+Two ways, chosen by ``env.eval_ends_at_success``: every task's episodes in lock-step and at full
+length (the reference's; :func:`evaluate` on a :class:`MultiTaskVecEnv`), or each task on its own
+with episodes ending at success (Meta-World+'s; :class:`ptsl.core.eval_tasks.TaskEvaluator`).
+:func:`evaluator` builds the one the protocol asks for.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +14,9 @@ import numpy as np
 
 from . import faults
 from .agent import MultiTaskSAC
-from .envs import MultiTaskVecEnv
+from .config import EnvConfig
+from .envs import MultiTaskVecEnv, TaskSet, eval_env
+from .eval_tasks import TaskEvaluator
 
 
 @dataclass(frozen=True)
@@ -28,14 +36,31 @@ class EvalResult:
         return float(self.returns.mean())
 
 
-def evaluate(agent: MultiTaskSAC, env: MultiTaskVecEnv, episodes: int = 1) -> EvalResult:
-    """Run ``episodes`` full episodes of every task with the deterministic policy ``tanh(mean)``.
+def evaluator(tasks: TaskSet, env_cfg: EnvConfig, seed: int,
+              workers: int = 1) -> MultiTaskVecEnv | TaskEvaluator:
+    """What evaluation steps under ``env_cfg``: the lock-step environment of
+    :func:`ptsl.core.envs.eval_env`, or with ``eval_ends_at_success`` a :class:`TaskEvaluator`
+    over ``workers`` processes (the machine's choice: the numbers are the same)."""
+    if env_cfg.eval_ends_at_success:
+        return TaskEvaluator(tasks, env_cfg, seed, workers)
+    return eval_env(tasks, env_cfg, seed)
+
+
+def evaluate(agent: MultiTaskSAC, env: MultiTaskVecEnv | TaskEvaluator,
+             episodes: int = 1) -> EvalResult:
+    """Run ``episodes`` episodes of every task with the deterministic policy ``tanh(mean)``:
+    full episodes in lock-step on a :class:`MultiTaskVecEnv`, each task on its own to success on
+    a :class:`TaskEvaluator`.
 
     With fixed goals and a deterministic policy every episode of a task is the same. Where
     training resamples goals, episode ``k`` runs on each task's ``k``-th goal (Meta-World+:
     one episode per goal, 50 per task), so an evaluation draws nothing at random and is the
     same wherever a run resumed.
     """
+    if isinstance(env, TaskEvaluator):
+        success, returns = env.evaluate(
+            lambda obs, ids: agent.act(obs, ids, deterministic=True), episodes)
+        return EvalResult(success=success, returns=returns)
     success = np.zeros((episodes, env.num_tasks), dtype=np.float64)
     returns = np.zeros((episodes, env.num_tasks), dtype=np.float64)
     for ep in range(episodes):

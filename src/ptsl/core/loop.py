@@ -32,9 +32,9 @@ from .agent import MultiTaskSAC, check_losses
 from .buffer import ReplayBuffer
 from .builders import Shapes, build_agent
 from .config import RunConfig
-from .envs import MultiTaskVecEnv, StepResult, eval_env, load_tasks
+from .envs import MultiTaskVecEnv, StepResult, load_tasks
 from .errors import TrainingDiverged
-from .evaluation import evaluate
+from .evaluation import evaluate, evaluator
 from .files import folder_aside
 from .log import NoLog, RunLog
 from .persistence import ResumeCheckpoints, save_agent
@@ -99,19 +99,23 @@ class Training:
         tasks = load_tasks(cfg.experiment.benchmark, cfg.seed, task_cache)
         self.env = MultiTaskVecEnv(tasks, cfg.env, cfg.seed,
                                    vector=runtime.vector_mode(tasks.num_tasks))
-        self.eval_env = eval_env(tasks, cfg.env, cfg.seed)
+        self.eval_env = evaluator(tasks, cfg.env, cfg.seed,
+                                  runtime.eval_workers(tasks.num_tasks))
         shapes = Shapes(self.env.obs_dim, self.env.action_dim, self.env.num_tasks)
         self.agent = build_agent(cfg, shapes, tasks.names, device=self.device)
         self.rng = np.random.default_rng(cfg.seed)
+        #: The batch and buffer sizes in total over the tasks (``sac.sizes_per_task``).
+        self.sizes = cfg.sac.totals(tasks.num_tasks)
         #: How updates run here: ``host``, or on CUDA ``captured`` / ``static``.
         self.update_path = runtime.update_path(self.device)
         if self.update_path == "host":
-            self.buffer = ReplayBuffer(cfg.sac.buffer_capacity, shapes.obs_dim, shapes.action_dim)
+            self.buffer = ReplayBuffer(self.sizes.buffer_capacity, shapes.obs_dim,
+                                       shapes.action_dim)
             self.update = self.update_on_host
         else:
             from .cuda import accelerate  # the GPU path: device buffer, static step, CUDA graph
 
-            self.buffer, self.update = accelerate(self.agent, cfg.sac, shapes.obs_dim,
+            self.buffer, self.update = accelerate(self.agent, self.sizes, shapes.obs_dim,
                                                   shapes.action_dim, seed=cfg.seed + 2,
                                                   graph=runtime.graph)
         self.curve: list[dict[str, float]] = []
@@ -150,7 +154,7 @@ class Training:
             # A resumed run's checkpoint was written after the episode's reset drew its goals.
             obs = self.env.reset(keep_goals=self.start > 0)
             for step in range(self.start, tc.steps):
-                if step % tc.eval_every == 0:
+                if step % tc.eval_interval == 0:
                     self.evaluate(step, on_eval, bar)
                 updating = step >= self.cfg.sac.init_steps
                 action = self.act(obs, updating)
@@ -219,7 +223,7 @@ class Training:
 
     def update_on_host(self) -> dict[str, torch.Tensor]:
         """One update on a batch the replay buffer draws on the host (the CPU path)."""
-        batch = self.buffer.sample(self.cfg.sac.batch_size, self.rng, self.device)
+        batch = self.buffer.sample(self.sizes.batch_size, self.rng, self.device)
         return self.agent.update(batch)
 
     def collect(self, obs: np.ndarray, action: np.ndarray, result: StepResult,

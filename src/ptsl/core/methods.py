@@ -14,7 +14,8 @@ from typing import Callable
 #: PTSL residual modes (reference 5.4).
 RESIDUAL_MODES = ("none", "sum", "linear", "project")
 #: Experiment keys that only some methods read; each method lists those it reads.
-OPTIONS = ("task_onehot", "num_experts", "pal_dim", "shared_projection", "residual_mode")
+OPTIONS = ("task_onehot", "num_experts", "num_parameter_sets", "pal_dim", "shared_projection",
+           "residual_mode")
 _PTSL_OPTIONS = frozenset({"pal_dim", "shared_projection", "residual_mode"})
 
 
@@ -76,6 +77,10 @@ METHODS: dict[str, Method] = {m.name: m for m in (
     Method("moore", "MOORE", "mixture of orthogonal experts: num_experts expert networks made "
            "orthonormal per sample by Gram-Schmidt, mixed by learned task weights, one output "
            "head per task (Hendawy et al., ICLR 2024)", options=frozenset({"num_experts"})),
+    Method("paco", "PaCo", "parameter-compositional multi-task RL: every layer, the head "
+           "included, holds num_parameter_sets parameter sets composed by the task's learned "
+           "weights (Sun et al., NeurIPS 2022, as Meta-World+ builds it)",
+           options=frozenset({"num_parameter_sets"})),
 )}
 
 

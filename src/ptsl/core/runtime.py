@@ -13,7 +13,8 @@ key as one trained on a laptop, and a run cache filled on one kind of machine fa
 - ``PTSL_VECTOR``: how the training environments step: ``sync`` (in this process), ``async``
   (one worker process per task) or ``auto`` (the default: ``async`` for several tasks where this
   process may use a core per task besides its own, else ``sync``). Both give the same
-  transitions.
+  transitions. An evaluation that runs each task on its own (``env.eval_ends_at_success``)
+  spreads the tasks over one process per core unless it is ``sync`` (the same numbers).
 
 On CUDA, :meth:`Runtime.apply` keeps float32 matrix products in full FP32 (no TF32), and
 :func:`precision` records what the process computes with.
@@ -94,6 +95,13 @@ class Runtime:
             return self.vector
         spare = len(os.sched_getaffinity(0)) > num_tasks
         return "async" if num_tasks > 1 and spare else "sync"
+
+    def eval_workers(self, num_tasks: int) -> int:
+        """Processes an evaluation of ``num_tasks`` tasks each on its own may use: one per core
+        this process may use, at most one per task; 1 (this process) under ``sync``."""
+        if self.vector == "sync":
+            return 1
+        return max(1, min(num_tasks, len(os.sched_getaffinity(0))))
 
     def update_path(self, device: torch.device) -> str:
         """How the update runs on ``device``: ``host`` (CPU: batches drawn on the host),

@@ -234,10 +234,12 @@ def parse_params(raw: Any, check_presets: bool = True) -> Params:
     if train.long_steps < train.steps:
         raise ConfigError(f"train.long_steps: must be >= train.steps ({train.steps}), "
                           f"got {train.long_steps}")
+    interval = ("train.eval_every" if train.eval_stride == 1
+                else "train.eval_every x train.eval_stride")
     for key in ("steps", "long_steps"):
-        if getattr(train, key) % train.eval_every:
-            raise ConfigError(f"train.{key}: must be a multiple of train.eval_every "
-                              f"({train.eval_every}) so that the reported step is evaluated")
+        if getattr(train, key) % train.eval_interval:
+            raise ConfigError(f"train.{key}: must be a multiple of {interval} "
+                              f"({train.eval_interval}) so that the reported step is evaluated")
     tables = _parse_tables(raw.get("tables"), experiments, set(runs.plain) | set(runs.ptsl))
     budgets, budget = _presets(raw, "budgets")
     protocols, protocol = _presets(raw, "protocols")

@@ -41,6 +41,9 @@ def switch(path: Path, section: str, name: str) -> dict:
     rt.preserve_quotes = True
     rt.width = 100
     rt.indent(mapping=2, sequence=4, offset=2)  # the block-list style params.yaml uses
+    # `key: null` stays written out (ruamel would leave the value empty).
+    rt.representer.add_representer(type(None), lambda rep, _: rep.represent_scalar(
+        "tag:yaml.org,2002:null", "null"))
     doc = rt.load(text)
     for dotted, value in preset.items():
         node, leaf = dotted_parent(doc, dotted, f"{section}.{name}")

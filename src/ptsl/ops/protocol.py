@@ -1,9 +1,9 @@
 """The protocol switch: ``python -m ptsl.ops.protocol metaworld-plus`` (or ``reference``) writes
 a preset from the ``protocols:`` section into the active keys of params.yaml (``env.*``,
-``train.eval_episodes``, ``evaluate.episodes``), keeping its comments, and names it in
-``protocol:``. The ``validate`` stage checks that those keys are the named protocol's
-(``protocol: custom`` for a protocol of your own); the reports show a published number beside
-ours only where it was measured under the active protocol.
+``train.eval_episodes``, ``train.eval_stride``, ``evaluate.episodes``), keeping its comments,
+and names it in ``protocol:``. The ``validate`` stage checks that those keys are the named
+protocol's (``protocol: custom`` for a protocol of your own); the reports show a published
+number beside ours only where it was measured under the active protocol.
 """
 
 from __future__ import annotations

@@ -42,9 +42,26 @@ def protocol_caption(params: Params) -> str:
         " divided by a running standard deviation" if env.normalize_reward else "")
     goals = ("one fixed goal per task (drawn by the seed)" if env.goals == "fixed"
              else "goals resampled from the 50 per task")
-    return (f"protocol `{params.protocol}`: Meta-World v3 tasks, {reward}, "
+    text = (f"protocol `{params.protocol}`: Meta-World v3 tasks, {reward}, "
             f"{env.episode_length}-step episodes, {goals}, {params.train.eval_episodes} "
             "evaluation episode(s) per task")
+    return text + "".join(f", {s}" for s in protocol_settings(params))
+
+
+def protocol_settings(params: Params) -> list[str]:
+    """The settings a researcher flips to match a published run, where they differ from the
+    reference's (nothing under the reference protocol's defaults, so its captions stay)."""
+    env, sac, train = params.env, params.sac, params.train
+    out = []
+    if env.eval_ends_at_success:
+        out.append("each evaluation episode ending at success")
+    if train.eval_stride != 1:
+        out.append(f"evaluated every {train.eval_interval:,} vector steps")
+    if sac.sizes_per_task:
+        out.append(f"batch {sac.batch_size} and buffer {sac.buffer_capacity:,} per task")
+    if sac.q_clip is not None:
+        out.append(f"Q-values clipped at ±{sac.q_clip:g}")
+    return out
 
 
 def table_title(params: Params, table: TableConfig) -> str:

@@ -35,10 +35,13 @@ REFERENCE_SETTINGS: tuple[tuple[str, dict[str, object]], ...] = (
     ("MT-SAC+PTSL", dict(method="sac_ptsl", hidden_dim=367, num_layers=3, pal_dim=50)),
 )
 #: The field's baselines at their references' sizes (mtrl's multi-head option; MOORE's authors,
-#: 4 experts on MT10), counted by the same rule at the same observation.
+#: 4 experts on MT10; Meta-World+'s MT10 PaCo run, 5 parameter sets), counted by the same rule
+#: at the same observation.
 BASELINE_SETTINGS: tuple[tuple[str, dict[str, object]], ...] = (
     ("MT-MH-SAC (mtrl)", dict(method="mhsac", hidden_dim=400, num_layers=3)),
     ("MOORE, 4 experts", dict(method="moore", hidden_dim=400, num_layers=3, num_experts=4)),
+    ("PaCo, 5 parameter sets", dict(method="paco", hidden_dim=400, num_layers=3,
+                                    num_parameter_sets=5)),
 )
 
 def solve_hidden_dim(exp: ExperimentConfig, target: int, obs_dim: int, action_dim: int,
@@ -113,6 +116,8 @@ SOLVED_SETTINGS: tuple[tuple[str, str, dict[str, object]], ...] = (
     ("MOORE, 4 experts, L=3", "mt10", dict(method="moore", num_layers=3, num_experts=4)),
     ("MT-MH-SAC, L=3", "mt50", dict(method="mhsac", num_layers=3)),
     ("MOORE, 6 experts, L=3", "mt50", dict(method="moore", num_layers=3, num_experts=6)),
+    ("PaCo, K=5, L=3", "mt10", dict(method="paco", num_layers=3, num_parameter_sets=5)),
+    ("PaCo, K=20, L=3", "mt50", dict(method="paco", num_layers=3, num_parameter_sets=20)),
 )
 #: Tasks of each benchmark the solved settings belong to.
 NUM_TASKS = {"mt10": 10, "mt50": 50}
