@@ -38,6 +38,7 @@ SLOWEST_FIRST = ("test_faults.py",          # 225
                  "test_grid.py",            # 210
                  "test_methods_e2e.py",     # 140
                  "test_protocols_e2e.py",   # 130
+                 "test_study_e2e.py",       # 120
                  "test_bad_input.py",       # 90
                  "test_ablation_e2e.py",    # 70
                  "test_pipeline_e2e.py",    # 65
