@@ -25,7 +25,7 @@ def test_only_keeps_the_benchmarks_order_and_names_the_allowed_sections():
     for bad in ("envs,update", ",", ""):
         with pytest.raises(ConfigError) as err:
             parse_only(bad)
-        assert "allowed: a comma-separated list of envs, updates, loop, gpu" in str(err.value)
+        assert "allowed: a comma-separated list of envs, updates, loop, study, gpu" in str(err.value)
         assert "\n" not in str(err.value)
 
 
