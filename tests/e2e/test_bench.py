@@ -84,5 +84,5 @@ def test_an_unknown_section_is_one_line_and_writes_nothing(tmp_path):
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 2
     assert proc.stderr == ("error: --only: unknown section 'gpus'; allowed: a comma-separated "
-                           "list of envs, updates, loop, gpu\n")
+                           "list of envs, updates, loop, study, gpu\n")
     assert not (tmp_path / "bench").exists()

@@ -18,6 +18,9 @@ from ..pipeline_project import dvc, env_for, make_project
 
 EXPERIMENTS = {"tiny_mtsac": {"benchmark": "reach-v3", "method": "mtsac", "hidden_dim": 32,
                               "num_layers": 2, "label": "Tiny MT-SAC"}}
+# What the protocols do to training and evaluation is under test here, not MLflow (its runs are
+# tests/e2e/test_pipeline_e2e.py's): tracking off saves each stage process MLflow's start-up.
+NO_TRACKING = {"PTSL_TRACKING": "off"}
 
 
 def _set(project, **updates) -> None:
@@ -49,7 +52,7 @@ def _curve(project) -> pd.DataFrame:
 
 
 def test_reference_then_metaworld_plus(project):
-    dvc(project, "repro")
+    dvc(project, "repro", env_extra=NO_TRACKING)
     curve = _curve(project)
     assert curve["step"].tolist() == [0, 150, 300]
     assert curve["train_episodes"].tolist() == [0, 1, 1]  # one 150-step episode per window
@@ -70,7 +73,7 @@ def test_reference_then_metaworld_plus(project):
     # One 500-step episode, evaluated before and after it (every second multiple of 250).
     _set(project, **{"train.steps": 500, "train.long_steps": 500, "train.eval_every": 250,
                      "train.checkpoint_every": 500})
-    out = dvc(project, "repro").stdout
+    out = dvc(project, "repro", env_extra=NO_TRACKING).stdout
     assert "Running stage 'train@tiny_mtsac-1'" in out  # the environment keys changed
     curve = _curve(project)
     assert curve["step"].tolist() == [0, 500]

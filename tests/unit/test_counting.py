@@ -84,28 +84,38 @@ def test_params_yaml_hidden_sizes_are_the_solved_ones(raw_params):
     assert checked >= 4
 
 
-def test_the_reference_mt50_sizes_match_care_at_its_observation_and_are_solved_again():
+@pytest.fixture(scope="module")
+def solved_at_39() -> list:
+    """The counting tool's table at Meta-World v3's 39-dim observation (seconds of solving),
+    computed once for the tests that read it."""
+    from ptsl.tools.counting import solved_table
+
+    return solved_table(39)
+
+
+def test_the_reference_mt50_sizes_match_care_at_its_observation_and_are_solved_again(
+        solved_at_39):
     """The reference's MT50 sizes (CARE+PTSL 274x3 P32 and 331x2 P42, MT-SAC+PTSL 325x3 P32)
     are the solver's answers for CARE's MT50 count at 12 dims; at 39 dims the matched rows of
     params.yaml take the solver's answers there (300 for MT-SAC+PTSL)."""
-    from ptsl.tools.counting import REFERENCE_MT50_SETTINGS, care_count, solved_table
+    from ptsl.tools.counting import REFERENCE_MT50_SETTINGS, care_count
 
     target = care_count("mt50", 12)
     for label, fields in REFERENCE_MT50_SETTINGS[1:]:
         exp = ExperimentConfig(benchmark="mt50", **fields)
         assert solve_hidden_dim(exp, target, 12, 4, 50) == fields["hidden_dim"], label
-    mt50 = {label: h for label, bench, h, _, _ in solved_table(39) if bench == "mt50"}
+    mt50 = {label: h for label, bench, h, _, _ in solved_at_39 if bench == "mt50"}
     assert mt50 == {"CARE+PTSL, L=3, P=32": 274, "CARE+PTSL 2 layers, P=42": 331,
                     "MT-SAC+PTSL, L=3, P=32": 300, "MT-MH-SAC, L=3": 82,
                     "MOORE, 6 experts, L=3": 162, "PaCo, K=20, L=3": 86}
 
 
-def test_the_baselines_at_their_references_sizes_and_at_cares():
+def test_the_baselines_at_their_references_sizes_and_at_cares(solved_at_39):
     """Multi-head SAC (mtrl's 400x3 body, 2-layer heads), MOORE (the authors' 400x3, 4
     experts) and PaCo (Meta-World+'s 400x3, 5 parameter sets) by the formula of their networks
     at the 12-dim observation, and the solver's CARE-matched sizes at 39 dims; the solver starts
     from the experiment's own size, so MOORE is never built narrower than its expert count."""
-    from ptsl.tools.counting import BASELINE_SETTINGS, solved_table
+    from ptsl.tools.counting import BASELINE_SETTINGS
 
     h, d, t, a = 400, 12, 10, 4
 
@@ -125,6 +135,6 @@ def test_the_baselines_at_their_references_sizes_and_at_cares():
         assert count_parameters(_exp(**fields), d, 4, 10) == want[label], label
     assert want == {"MT-MH-SAC (mtrl)": 10_506_530, "MOORE, 4 experts": 6_593_930,
                     "PaCo, 5 parameter sets": 8_206_345}
-    mt10 = {label: h for label, bench, h, _, _ in solved_table(39) if bench == "mt10"}
+    mt10 = {label: h for label, bench, h, _, _ in solved_at_39 if bench == "mt10"}
     assert mt10["MT-MH-SAC, L=3"] == 167 and mt10["MOORE, 4 experts, L=3"] == 205
     assert mt10["PaCo, K=5, L=3"] == 183

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import shutil
+from pathlib import Path
 
 import pytest
 import torch
@@ -22,8 +24,31 @@ def _cfg(steps=60) -> RunConfig:
         train=TrainConfig(steps=steps, eval_every=20, checkpoint_every=20))
 
 
-def test_train_writes_curve_and_outputs(tmp_path, task_cache):
-    result = train(_cfg(), task_cache=task_cache, progress=False)
+@pytest.fixture(scope="module")
+def uninterrupted(task_cache):
+    """The tiny run trained from start to end, once for the tests that read or compare with it
+    (a CPU run gives the same bytes every time: test_a_cpu_run_gives_the_same_bytes_twice)."""
+    return train(_cfg(), task_cache=task_cache, progress=False)
+
+
+@pytest.fixture(scope="module")
+def interrupted_once(tmp_path_factory, task_cache):
+    """The scratch folder of the tiny run interrupted after its step-40 checkpoint, made once."""
+    _, scratch, _ = _interrupted(tmp_path_factory.mktemp("interrupted"), task_cache)
+    return scratch
+
+
+@pytest.fixture
+def interrupted(interrupted_once, tmp_path):
+    """This test's own copy of that interrupted run: its config, scratch folder and checkpoint
+    (the test may rewrite the checkpoint, and resuming removes it)."""
+    scratch = Path(shutil.copytree(interrupted_once, tmp_path / "scratch"))
+    (path,) = [p for p in scratch.iterdir() if p.suffix == ".pt"]
+    return _cfg(), scratch, path
+
+
+def test_train_writes_curve_and_outputs(tmp_path, uninterrupted):
+    result = uninterrupted
     assert result.curve["step"].tolist() == [0, 20, 40, 60]
     assert result.curve["success"].between(0, 1).all()
     assert "success/reach-v3" in result.curve.columns
@@ -36,8 +61,8 @@ def test_train_writes_curve_and_outputs(tmp_path, task_cache):
     assert not any(p.name.endswith(".tmp") for p in tmp_path.iterdir())
 
 
-def test_resume_after_interruption(tmp_path, task_cache):
-    cfg, scratch, _ = _interrupted(tmp_path, task_cache)
+def test_resume_after_interruption(interrupted, task_cache):
+    cfg, scratch, _ = interrupted
     saved = sorted(p.name for p in scratch.iterdir())
     assert saved == [f"tiny-1-{cfg.key()}-000000040.pt", f"tiny-1-{cfg.key()}-000000040.pt.sha256"]
     result = train(cfg, scratch_dir=scratch, task_cache=task_cache, progress=False)
@@ -114,11 +139,12 @@ def _as_made_on_a_gpu(state: dict, record_device: bool) -> None:
 
 
 @pytest.mark.parametrize("recorded", [True, False])
-def test_a_checkpoint_from_a_gpu_is_skipped_with_one_line(tmp_path, task_cache, capsys, recorded):
+def test_a_checkpoint_from_a_gpu_is_skipped_with_one_line(interrupted, uninterrupted, task_cache,
+                                                          capsys, recorded):
     """A CPU run finds a GPU run's checkpoint (a shared scratch folder): it says so in one
     warning line and trains from the start, ending as an uninterrupted run; whether the
     checkpoint records its device or predates that (told by its generator state)."""
-    cfg, scratch, path = _interrupted(tmp_path, task_cache)
+    cfg, scratch, path = interrupted
     _rewrite(path, lambda s: _as_made_on_a_gpu(s, recorded))
     capsys.readouterr()
     resumed = train(cfg, scratch_dir=scratch, task_cache=task_cache, progress=False)
@@ -126,14 +152,14 @@ def test_a_checkpoint_from_a_gpu_is_skipped_with_one_line(tmp_path, task_cache, 
     assert "not resuming from this checkpoint, it was made under another device: 'cuda' there, " \
            "'cpu' here" in err and err.count("warning:") == 1
     assert resumed.resumed_from == 0
-    whole = train(cfg, task_cache=task_cache, progress=False)
-    assert resumed.curve.to_csv() == whole.curve.to_csv()
+    assert resumed.curve.to_csv() == uninterrupted.curve.to_csv()
 
 
-def test_optimizers_take_their_options_from_the_agent_not_the_file(tmp_path, task_cache):
+def test_optimizers_take_their_options_from_the_agent_not_the_file(interrupted, uninterrupted,
+                                                                   task_cache):
     """A CPU checkpoint whose Adam groups say capturable (as a GPU run's do) resumes on CPU:
     the agent's own options win, and the run ends as an uninterrupted one, bit for bit."""
-    cfg, scratch, path = _interrupted(tmp_path, task_cache)
+    cfg, scratch, path = interrupted
 
     def capturable_flags(state: dict) -> None:
         for opt in state["agent"]["optimizers"].values():
@@ -144,9 +170,8 @@ def test_optimizers_take_their_options_from_the_agent_not_the_file(tmp_path, tas
     assert resumed.resumed_from == 40
     for opt in resumed.agent.optimizers().values():
         assert all(g["capturable"] is False for g in opt.param_groups)
-    whole = train(cfg, task_cache=task_cache, progress=False)
-    assert resumed.curve.to_csv() == whole.curve.to_csv()
-    want, got = whole.agent.state_dict(), resumed.agent.state_dict()
+    assert resumed.curve.to_csv() == uninterrupted.curve.to_csv()
+    want, got = uninterrupted.agent.state_dict(), resumed.agent.state_dict()
     assert all(torch.equal(want[k], got[k]) for k in want)
 
 
