@@ -43,9 +43,6 @@ def project(tmp_path_factory) -> Path:
     root = make_project(tmp_path_factory.mktemp("faults"), EXPERIMENTS, seeds=[1])
     params = yaml.safe_load((root / "params.yaml").read_text())
     params["train"].update(TRAIN)
-    # 60 steps is no multiple of Meta-World+'s evaluation interval (2 x 20), which validation
-    # checks the metaworld-plus preset against: this project follows its own protocol only.
-    params.pop("protocols")
     (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     proc = stage(root, "--out", "baseline", env=NO_TRACKING)
     assert proc.returncode == 0, proc.stderr[-2000:]

@@ -163,3 +163,17 @@ def test_only_ptsl_rows_without_their_own_pal_dim_read_the_top_level_one(raw_par
     assert {stage_group(params, e) for e in params.experiments} == {False, True}
     assert stage_group(params, "mt10_care_ptsl") and not stage_group(params, "mt50_care_ptsl")
     assert not stage_group(params, "mt10_softmod")
+
+
+def test_an_inactive_protocol_is_not_held_to_the_budgets_step_counts(raw_params):
+    """60 steps evaluated every 20 is valid under the reference protocol, although Meta-World+'s
+    preset evaluates every second interval; switching to it refuses them in one line."""
+    from ptsl.ops.params import apply_preset
+
+    raw = copy.deepcopy(raw_params)
+    raw["train"].update(steps=60, long_steps=60, eval_every=20, checkpoint_every=20)
+    assert parse_params(raw).train.steps == 60
+    switched = apply_preset(raw, raw["protocols"]["metaworld-plus"], "protocols.metaworld-plus")
+    with pytest.raises(ConfigError, match=r"^train\.steps: must be a multiple of train\.eval_every "
+                                          r"x train\.eval_stride \(40\)"):
+        parse_params(switched)

@@ -176,11 +176,13 @@ def _seed_list(raw: Mapping[str, Any], key: str) -> tuple[int, ...]:
     return seeds
 
 
-def parse_params(raw: Any, check_presets: bool = True) -> Params:
+def parse_params(raw: Any, check_presets: bool = True, step_multiples: bool = True) -> Params:
     """Validate the whole params mapping (as loaded from YAML) into :class:`Params`.
 
-    With ``check_presets`` every budget preset is applied to a copy and validated too, so a typo
-    in the paper budget fails now, not hours into a run.
+    With ``check_presets`` every budget and protocol preset is applied to a copy and validated
+    too, so a typo in the paper budget fails now, not hours into a run. ``step_multiples``
+    checks that the reported steps are evaluated (off for an inactive protocol, which says
+    nothing of the budget: its switch checks that).
     """
     if not isinstance(raw, Mapping):
         raise ConfigError("params.yaml: expected a mapping at the top level")
@@ -236,7 +238,7 @@ def parse_params(raw: Any, check_presets: bool = True) -> Params:
                           f"got {train.long_steps}")
     interval = ("train.eval_every" if train.eval_stride == 1
                 else "train.eval_every x train.eval_stride")
-    for key in ("steps", "long_steps"):
+    for key in ("steps", "long_steps") if step_multiples else ():
         if getattr(train, key) % train.eval_interval:
             raise ConfigError(f"train.{key}: must be a multiple of {interval} "
                               f"({train.eval_interval}) so that the reported step is evaluated")
@@ -277,8 +279,12 @@ def parse_params(raw: Any, check_presets: bool = True) -> Params:
         for section_name, presets in (("budgets", budgets), ("protocols", protocols)):
             for name, preset in presets.items():
                 key = f"{section_name}.{name}"
+                # An inactive protocol is checked against the active budget for its keys, not
+                # for the budget's step counts: switching to it checks those, with one line.
                 try:
-                    parse_params(apply_preset(raw, preset, key), check_presets=False)
+                    parse_params(apply_preset(raw, preset, key), check_presets=False,
+                                 step_multiples=section_name == "budgets"
+                                 or name == raw.get("protocol"))
                 except ConfigError as exc:
                     raise ConfigError(f"{key}: {exc}") from None
     return params
