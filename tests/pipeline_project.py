@@ -32,7 +32,7 @@ def make_project(dest: Path, experiments: dict[str, dict], seeds: list[int],
         src = ROOT / name
         if src.is_dir():
             shutil.copytree(src, dest / name, ignore=shutil.ignore_patterns(
-                "__pycache__", "runs", "eval"))
+                "__pycache__", "runs", "eval", "videos"))
         else:
             shutil.copy2(src, dest / name)
     params = yaml.safe_load((ROOT / "params.yaml").read_text())
