@@ -373,7 +373,7 @@ def start_run(experiment: str, run_name: str, stage: str, root: Path | None = No
         return NullTracker()
     from mlflow.tracking import MlflowClient
 
-    root = project_root(root)
+    start, root = root, project_root(root)  # a study's folder names its experiments
     uri = tracking_uri(root)
     if uri.startswith(("http://", "https://")):
         _probe_server(uri)
@@ -392,7 +392,7 @@ def start_run(experiment: str, run_name: str, stage: str, root: Path | None = No
         if db is not None and db.parent == root:
             relocate_store(db, root)
         client = MlflowClient(tracking_uri=uri)
-        exp_id = _experiment_id(client, experiment_name(experiment), root)
+        exp_id = _experiment_id(client, experiment_name(experiment, start), root)
         previous = close_orphans(client, exp_id, stage)
         if previous:
             all_tags["ptsl.previous_run"] = previous

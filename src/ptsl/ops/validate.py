@@ -60,10 +60,14 @@ def check_matched_sizes(params: Params, experiments: Mapping[str, ExperimentConf
     def count(exp: ExperimentConfig) -> int:
         return count_parameters(exp, OBS_DIM, ACTION_DIM, num_tasks(exp.benchmark))
 
+    targets: dict[str, int] = {}  # rows often match one row (CARE): build it once
     for name, exp in experiments.items():
         if exp.matches is None:
             continue
-        target = count(run_config(params, exp.matches, params.seeds[0]).experiment)
+        if exp.matches not in targets:
+            targets[exp.matches] = count(run_config(params, exp.matches,
+                                                    params.seeds[0]).experiment)
+        target = targets[exp.matches]
         # The narrowest width the architecture builds: PTSL's rank and MOORE's experts bound it.
         low = exp.pal_dim or 1
         for width in sorted({low, max(low, exp.num_experts)}):
