@@ -24,9 +24,11 @@ $(STAMP): requirements.txt $(wildcard requirements/*.txt) pyproject.toml
 
 # The validate stage runs first inside `dvc repro` too; running it before DVC reads params.yaml
 # also turns a value that breaks dvc.yaml's templating (say `seeds: 5`) into one clear line.
+# Training stages go out on every core (the grid, below); where its workers cannot run what is
+# checked out (uncommitted params or code, no git), `dvc repro` runs everything here instead.
 repro: install
 	python pipeline/validate.py
-	dvc repro
+	python -m ptsl.ops.grid --else-here
 	python -m ptsl.report.readme
 
 # Trained agents, curves and evaluations to the DVC remote (by default ../ptsl-dvc-remote, a

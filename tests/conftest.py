@@ -25,9 +25,19 @@ def raw_params() -> dict:
     return yaml.safe_load((ROOT / "params.yaml").read_text())
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="session", autouse=True)
 def task_cache(tmp_path_factory) -> Path:
-    return tmp_path_factory.mktemp("tasks")
+    """One Meta-World task cache (goal lists) for the whole run, every xdist worker and every
+    stage process of every test project included (``PTSL_TASK_CACHE``, inherited by the
+    subprocesses): each (benchmark, seed) list is generated once, by the real Meta-World, instead
+    of once per project (MT10's about 10 s here). Its files are written atomically."""
+    base = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):  # .../pytest-N/popen-gwK: share pytest-N's
+        base = base.parent
+    folder = base / "task-cache"
+    folder.mkdir(exist_ok=True)
+    os.environ["PTSL_TASK_CACHE"] = str(folder)
+    return folder
 
 
 # Under xdist (`make test`: `-n auto --dist loadfile`) each file goes to one worker, in

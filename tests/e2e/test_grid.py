@@ -229,6 +229,13 @@ def test_uncommitted_params_are_refused_with_one_line(tmp_path):
     assert proc.stderr.strip() == ("error: uncommitted changes in params.yaml: workers run the "
                                    "commit (git clone), so commit or stash them first")
     assert not (root / "data" / "runs").exists() and not (root / "mlflow.db").exists()
+    # `make repro`'s form: the same stages run here, one after another, with one line saying why.
+    proc = grid(root, "--else-here", env={"PTSL_TRACKING": "off"})
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert ("grid: uncommitted changes in params.yaml: workers run the commit (git clone); "
+            "running `dvc repro` here instead, one stage after another") in proc.stdout
+    assert "Running stage 'train@tiny_mtsac-1'" in proc.stdout and "on Ray" not in proc.stdout
+    assert (root / "data" / "runs" / "tiny_mtsac-1" / "model.pt").is_file()
 
 
 def test_gpu_share_follows_the_cpu_share():

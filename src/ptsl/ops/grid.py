@@ -378,21 +378,11 @@ def fan_in(root: Path, succeeded: Sequence[StageOutcome], cached: Sequence[str],
         cmd += ["--single-item", *targets]
     order = lock_order(root)
     adopt_worker_results(root, [o.stage for o in succeeded])
-    print(f"$ dvc {' '.join(cmd)}", flush=True)
-    # Stage commands call `python`: this interpreter's, as in the workers.
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
-    proc = subprocess.Popen([sys.executable, "-m", "dvc", *cmd], cwd=root, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    lines = []
-    for line in proc.stdout:
-        print(line, end="", flush=True)
-        lines.append(line)
-    rc = proc.wait()
+    rc, output = dvc_here(root, cmd)
     keep_lock_order(root, order)
     if rc != 0:
-        print(f"error: dvc {' '.join(cmd)} failed (exit {rc})", file=sys.stderr)
         return rc
-    trained = trained_here("".join(lines))
+    trained = trained_here(output)
     if trained:
         from .workspace import lock_entry
 
@@ -406,6 +396,24 @@ def fan_in(root: Path, succeeded: Sequence[StageOutcome], cached: Sequence[str],
             print(f"  {why}", file=sys.stderr)
         return 3
     return 0
+
+
+def dvc_here(root: Path, cmd: Sequence[str]) -> tuple[int, str]:
+    """``dvc <cmd>`` in ``root``, its output shown as it comes; returns its exit status (a
+    failure also said in one line) and output."""
+    print(f"$ dvc {' '.join(cmd)}", flush=True)
+    # Stage commands call `python`: this interpreter's, as in the workers.
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+    proc = subprocess.Popen([sys.executable, "-m", "dvc", *cmd], cwd=root, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines = []
+    for line in proc.stdout:
+        print(line, end="", flush=True)
+        lines.append(line)
+    rc = proc.wait()
+    if rc != 0:
+        print(f"error: dvc {' '.join(cmd)} failed (exit {rc})", file=sys.stderr)
+    return rc, "".join(lines)
 
 
 def trained_here(repro_output: str, groups: Sequence[str] = TRAINING_GROUPS) -> list[str]:
@@ -431,6 +439,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                     help="Ray retries of a stage whose worker died (it resumes from its scratch "
                          "checkpoint; default 0: report it)")
     ap.add_argument("--dry", action="store_true", help="list the stale training stages and exit")
+    ap.add_argument("--else-here", action="store_true",
+                    help="where the workers cannot run what is checked out (uncommitted stage "
+                         "inputs, or no git checkout), run `dvc repro` here instead, one stage "
+                         "after another, saying why (`make repro` uses this)")
     ap.add_argument("--study", default=None,
                     help="run the stages of study studies/STUDY/ instead of the project's "
                          "(docs/studies.md)")
@@ -478,12 +490,14 @@ def run(args: argparse.Namespace, root: Path) -> int:
                         "on every node)")
     outcomes: list[StageOutcome] = []
     if stages:
+        why_not = workers_cannot_run(root)
+        if why_not and args.else_here:
+            print(f"grid: {why_not[0]}; running `dvc repro` here instead, one stage after "
+                  "another", flush=True)
+            return dvc_here(root, ["repro", *(["--pull"] if pull else [])])[0]
+        if why_not:
+            raise GridError(", ".join(why_not))
         repo, folder = checkout(root)
-        dirty = uncommitted_inputs(root)
-        if dirty:
-            raise GridError(f"uncommitted changes in {', '.join(dirty[:5])}"
-                            f"{' ...' if len(dirty) > 5 else ''}: workers run the commit "
-                            "(git clone), so commit or stash them first")
         tracking = prepare_store((experiment_name("train", root),), root)
         # Callbacks run last-in first-out: Ray (and the stage processes) stop before the daemon.
         with ExitStack() as stack:
@@ -527,6 +541,20 @@ def run(args: argparse.Namespace, root: Path) -> int:
               file=sys.stderr)
         return 1
     return rc
+
+
+def workers_cannot_run(root: Path) -> tuple[str, str] | None:
+    """Why the workers (which clone the commit) would not run what is checked out at ``root``,
+    and the remedy; None when they would."""
+    try:
+        dirty = uncommitted_inputs(root)
+    except WorkspaceError as exc:
+        return (f"no git checkout for the workers to clone ({exc})",
+                "run `dvc repro` or `make repro` here")
+    if dirty:
+        return (f"uncommitted changes in {', '.join(dirty[:5])}{' ...' if len(dirty) > 5 else ''}"
+                ": workers run the commit (git clone)", "so commit or stash them first")
+    return None
 
 
 def pipeline_folder(root: Path, study: str | None) -> Path:

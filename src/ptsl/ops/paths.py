@@ -2,6 +2,9 @@
 
 ``PTSL_SCRATCH`` moves the scratch folder: the grid's workers (``python -m ptsl.ops.grid``) point
 it at the main project's, so a stage killed in one worker workspace resumes in the next one.
+``PTSL_TASK_CACHE`` moves the Meta-World task cache alone (goal lists, a pure function of the
+Meta-World version, benchmark and seed; MT50's take tens of seconds to generate), so that several
+checkouts, studies or test projects on one machine generate each list once.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ VIDEOS = Path("data/videos")      # evaluate outputs: <exp>-<seed>/{<task>.gif,<
 REPORTS = Path("reports")
 SCRATCH = Path(os.environ.get("PTSL_SCRATCH") or ".scratch")  # ignored: resume checkpoints, task cache
 RESUME = SCRATCH / "resume"
-TASK_CACHE = SCRATCH / "tasks"
+TASK_CACHE = Path(os.environ.get("PTSL_TASK_CACHE") or SCRATCH / "tasks")
 PUBLISHED = Path("data/published")  # published numbers with their provenance, a file per source
 EMBEDDINGS = Path("data/task_embeddings/metaworld-mt50.json")  # CARE's task descriptions
 # The validate stage's output (constant content, in git): every other stage depends on it, so
