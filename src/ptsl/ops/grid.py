@@ -334,6 +334,20 @@ def keep_lock_order(root: Path, order: Sequence[str]) -> None:
         for name in sorted(stages, key=lambda n: rank.get(n, len(rank))):
             ordered[name] = stages[name]
         data["stages"] = ordered
+    _restage(root, path)
+
+
+def _restage(root: Path, path: Path) -> None:
+    """Stage the reordered dvc.lock where DVC stages what it writes (``core.autostage``, as this
+    project's .dvc/config sets): git's index would otherwise keep the file as DVC last wrote
+    it, and ``git status`` would list a dvc.lock equal to the commit as changed."""
+    from dvc.repo import Repo
+    from dvc.scm import NoSCM
+
+    with Repo(str(root)) as repo:
+        if isinstance(repo.scm, NoSCM) or not repo.config["core"].get("autostage", False):
+            return
+    subprocess.run(["git", "add", "--", str(path)], cwd=root, check=True, capture_output=True)
 
 
 def why_trained(stage: str, worker: Mapping[str, Any] | None, here: Mapping[str, Any] | None,
