@@ -18,6 +18,7 @@ from ptsl.core.builders import Shapes
 from ptsl.core.config import EnvConfig, ExperimentConfig, RunConfig, SACConfig, TrainConfig
 from ptsl.core.cuda.step import CapturedStep, WARMUP_UPDATES
 from ptsl.core.cuda.task_index import StaticTaskIndex, gather_task
+from ptsl.core import faults
 from ptsl.core.errors import GraphCaptureError, TrainingDiverged
 from ptsl.core.log import NoLog
 from ptsl.core.loop import Training, train
@@ -94,7 +95,9 @@ def test_the_training_loop_captured_equals_eager(task_cache):
 
 
 def test_the_divergence_guard_names_the_step_of_a_captured_run(task_cache, monkeypatch):
+    # faults reads PTSL_FAULT once, at import (a stage's process sets it before): read it again
     monkeypatch.setenv("PTSL_FAULT", "nan_reward@30")
+    monkeypatch.setattr(faults, "_faults", faults.Faults.from_env())
     cfg = _tiny(method="mtsac")
     training = Training(cfg, Runtime(device="cuda", vector="sync"), task_cache,
                         ResumeCheckpoints(None, cfg), NoLog())
