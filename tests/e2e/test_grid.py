@@ -121,6 +121,16 @@ def test_rerun_runs_nothing(gridded):
     assert proc.returncode == 0, proc.stderr
     assert "on Ray" not in proc.stdout
     assert re.findall(r"Running stage '([^']+)'", proc.stdout) == ["validate"], proc.stdout
+    # A selection (--only) of up-to-date stages selects nothing; one that names no training
+    # stage is one line, before any worker starts.
+    only = grid(root, "--only", "train@tiny_care-*", "--dry")
+    assert only.returncode == 0 and only.stdout.startswith("0 stale training stage(s)")
+    typo = grid(root, "--only", "train@tiny_sac-*")
+    assert typo.returncode == 2 and typo.stdout == ""
+    assert typo.stderr.strip().splitlines() == [
+        "error: --only 'train@tiny_sac-*' matches no training stage here; they are "
+        "train@tiny_mtsac-1, train@tiny_mtsac-2, train@tiny_care-1, train@tiny_care-2 (shell "
+        "patterns: train@mt10_mtsac-*, *-2)"]
 
 
 def _lock_from_elsewhere(root: Path, stages: list[str]) -> None:

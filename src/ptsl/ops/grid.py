@@ -20,6 +20,7 @@ folder (``.scratch/grid/``). ``--mps`` runs the stages that share a GPU under NV
 from __future__ import annotations
 
 import argparse
+import fnmatch
 import json
 import math
 import os
@@ -111,6 +112,29 @@ def seed_major(stages: Sequence[str]) -> list[str]:
         return int(tail) if tail.isdigit() else 0
 
     return sorted(stages, key=seed)  # stable: dvc.yaml order within a seed
+
+
+def select_stages(patterns: Sequence[str], stale: Sequence[str], cached: Sequence[str],
+                  every: Sequence[str]) -> tuple[list[str], list[str]]:
+    """The ``stale`` and ``cached`` training stages that match one of the shell-style
+    ``patterns`` (``--only``). A pattern that names no training stage at all (``every``) is an
+    error; one whose stages are all up to date selects nothing."""
+    for pattern in patterns:
+        if not fnmatch.filter(every, pattern):
+            raise GridError(f"--only {pattern!r} matches no training stage here; they are "
+                            f"{', '.join(every[:4])}{', ...' if len(every) > 4 else ''} "
+                            "(shell patterns: train@mt10_mtsac-*, *-2)")
+
+    def keep(names: Sequence[str]) -> list[str]:
+        return [n for n in names if any(fnmatch.fnmatchcase(n, p) for p in patterns)]
+
+    return keep(stale), keep(cached)
+
+
+def training_stages(root: Path, groups: Sequence[str] = TRAINING_GROUPS) -> list[str]:
+    """Every training stage of the pipeline in ``root``, in dvc.yaml order."""
+    names = _dvc(root, "stage", "list", "--name-only", "dvc.yaml").stdout.split()
+    return [n for n in names if n.split("@")[0] in groups]
 
 
 def default_gpus_per_run(total_cpus: float, total_gpus: float, cpus_per_run: float) -> float:
@@ -377,15 +401,15 @@ def why_trained(stage: str, worker: Mapping[str, Any] | None, here: Mapping[str,
             f"had no entry for them: the worker's did not reach {where}")
 
 
-def fan_in(root: Path, succeeded: Sequence[StageOutcome], cached: Sequence[str], failed: bool,
+def fan_in(root: Path, succeeded: Sequence[StageOutcome], cached: Sequence[str], partial: bool,
            pull: bool) -> int:
     """The main workspace's ``dvc repro``: restores the stages the workers ran from the run
     cache (their dvc.lock entries dropped first, :func:`adopt_worker_results`) and the
-    ``cached`` ones from the cache. After a failure only those are restored (``--single-item``),
-    so a rerun finds just the failed ones stale. Returns 0 when no training stage was trained
-    here."""
+    ``cached`` ones from the cache. After a failure, or for a selection (``--only``), only
+    those are restored (``--single-item``), so a rerun finds just the rest stale. Returns 0 when
+    no training stage was trained here."""
     cmd = ["repro", *(["--pull"] if pull else [])]
-    if failed:
+    if partial:
         targets = [*(o.stage for o in succeeded), *cached]
         if not targets:
             return 0
@@ -452,6 +476,10 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     ap.add_argument("--retries", type=int, default=0,
                     help="Ray retries of a stage whose worker died (it resumes from its scratch "
                          "checkpoint; default 0: report it)")
+    ap.add_argument("--only", action="append", default=[], metavar="PATTERN",
+                    help="only the training stages matching this shell pattern (repeatable), "
+                         "e.g. 'train@mt10_mtsac-*' or '*-2'; the fan-in then restores just "
+                         "them, and evaluation and reports wait for a run without --only")
     ap.add_argument("--dry", action="store_true", help="list the stale training stages and exit")
     ap.add_argument("--else-here", action="store_true",
                     help="where the workers cannot run what is checked out (uncommitted stage "
@@ -490,6 +518,8 @@ def run(args: argparse.Namespace, root: Path) -> int:
     # it checks, before any worker removes an output.
     validate_project(root)
     stages, cached = stale_training_stages(root)
+    if args.only:
+        stages, cached = select_stages(args.only, stages, cached, training_stages(root))
     stages = seed_major(stages)
     if args.dry:
         print(f"{len(stages)} stale training stage(s)" + "".join(f"\n  {s}" for s in stages))
@@ -508,7 +538,8 @@ def run(args: argparse.Namespace, root: Path) -> int:
         if why_not and args.else_here:
             print(f"grid: {why_not[0]}; running `dvc repro` here instead, one stage after "
                   "another", flush=True)
-            return dvc_here(root, ["repro", *(["--pull"] if pull else [])])[0]
+            only = ["--single-item", *stages, *cached] if args.only else []
+            return dvc_here(root, ["repro", *(["--pull"] if pull else []), *only])[0]
         if why_not:
             raise GridError(", ".join(why_not))
         repo, folder = checkout(root)
@@ -547,7 +578,7 @@ def run(args: argparse.Namespace, root: Path) -> int:
             if tracking:
                 close_orphaned_runs(tracking, [o.stage for o in outcomes if not o.ok], root)
     failed = [o for o in outcomes if not o.ok]
-    rc = fan_in(root, [o for o in outcomes if o.ok], cached, bool(failed), pull)
+    rc = fan_in(root, [o for o in outcomes if o.ok], cached, bool(failed or args.only), pull)
     if failed:
         print(f"error: {len(failed)} training stage(s) failed: "
               + "; ".join(f"{o.stage} (log: {o.log})" for o in failed), file=sys.stderr)

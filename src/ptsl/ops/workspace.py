@@ -146,9 +146,12 @@ def _run_logged(cmd: list[str], cwd: Path, env: Mapping[str, str], log) -> int:
 
     log.write(f"$ {' '.join(cmd)}\n")
     log.flush()
+    t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, cwd=cwd, env=dict(env), stdout=log, stderr=subprocess.STDOUT)
     try:
-        return proc.wait()
+        rc = proc.wait()
+        log.write(f"grid: exit status {rc} after {time.perf_counter() - t0:.1f} s\n")
+        return rc
     finally:
         if proc.poll() is None:
             with contextlib.suppress(psutil.NoSuchProcess):  # it may end meanwhile
@@ -170,6 +173,7 @@ def run_job(job: StageJob) -> StageOutcome:
         log.write(f"grid: {job.stage} at {job.commit[:12]} on {host}\n")
         try:
             ws = make_workspace(job)
+            log.write(f"grid: workspace cloned in {time.time() - t0:.1f} s\n")
             here = ws / job.folder  # the pipeline's folder: the stage runs where its dvc.yaml is
             dvc = [sys.executable, "-m", "dvc"]
             env = _stage_env(job, ws)
