@@ -128,3 +128,14 @@ def test_contact_sheet_wraps_long_rows(tmp_path):
     assert _only_files == ["sheet.png", "wide.png"]
     with pytest.raises(ValueError, match="at least one frame"):
         plot_contact_sheet([("empty", [])], tmp_path / "x.png", "t")
+
+
+def test_plot_curves_draws_published_points_of_plotted_rows_only(tmp_path):
+    rng = np.random.default_rng(0)
+    curves = pd.DataFrame({"experiment": ["a"] * 4, "seed": [1, 1, 2, 2],
+                           "step": [0, 10, 0, 10], "success": [0.0, 0.5, 0.1, 0.4]})
+    out = tmp_path / "c.png"
+    plot_curves(curves, ["a"], out, "t", 20, rng, points=[("a", 10, 0.3)])
+    assert out.stat().st_size > 0
+    with pytest.raises(ValueError, match=r"published points for experiments \['b'\]"):
+        plot_curves(curves, ["a"], tmp_path / "d.png", "t", 20, rng, points=[("b", 10, 0.3)])

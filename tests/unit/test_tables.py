@@ -269,3 +269,32 @@ def test_the_protocol_line_names_the_meta_world_plus_settings_only_when_set():
                  f"evaluated every {2 * RAW['train']['eval_every']:,} vector steps",
                  "batch 128 and buffer 100,000 per task", "Q-values clipped at ±5000"):
         assert part in text
+
+
+def test_a_paper_curve_part_way_stands_under_the_table_with_ours_at_that_step(tmp_path):
+    """A study stopped at 100k beside a paper's 200k curve: the values at 100k stand beside
+    ours, those at 50k are listed under the table with ours the source's way at 50k, those
+    past 100k without ours; the curves figure gets the points up to 100k."""
+    from ptsl.report.tables import published_points
+
+    raw = copy.deepcopy(RAW)
+    raw["tables"] = {"mt10_200k": raw["tables"]["mt10_200k"]}
+    raw["train"].update(steps=100_000, long_steps=100_000, eval_every=50_000)
+    raw["report"].update(bootstrap_reps=50, published_steps={"short": 100_000,
+                                                             "long": 1_000_000})
+    raw.update(seeds=[1, 2, 3, 4], long_seeds=[1, 2, 3, 4])
+    p = parse_params(raw)
+    recs = records(p)
+    _set_pattern(recs, "mt10_mtsac", 50_000, "train_success/")
+    frame, md, _ = _table(p, "mt10_200k", recs)
+    assert frame.loc["mt10_mtsac", "published_training"] == 0.23
+    assert frame.loc["mt10_care_ptsl", "published_training"] == 0.34
+    note = next(x for x in md.splitlines() if "at other steps per task" in x)
+    assert "MT-SAC 0.19 at 50,000 (ours 0.325)" in note
+    assert "MT-SAC 0.32 at 150,000," in note and "MT-SAC 0.39 at 200,000," in note
+    assert "ours computed the source's way follows in brackets" in note
+    shown = table_frame(p, p.tables["mt10_200k"], recs, PUB, np.random.default_rng(0))[2]
+    points = published_points(shown, "training", 100_000)
+    assert ("mt10_mtsac", 50_000, 0.19) in points and ("mt10_mtsac", 100_000, 0.23) in points
+    assert max(step for _, step, _ in points) == 100_000
+    assert published_points(shown, "evaluation", 100_000) == []

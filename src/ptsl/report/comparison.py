@@ -24,14 +24,17 @@ class Beside:
     ``(reference number, value)`` pairs shown in that cell; ``ours[(experiment, metric,
     reference number)]`` our number computed as that source computed its own (filled by the
     table, which has the runs); ``refs`` the sources in reference order; ``elsewhere`` the
-    active protocol's values at other steps; ``inactive`` the sources of these rows measured
-    under another protocol."""
+    active protocol's values at other steps, and ``ours_elsewhere[(source name, experiment,
+    step)]`` ours computed the source's way at such a step where our runs reached it (a study
+    stopped at 100k beside a paper's curve at 50k); ``inactive`` the sources of these rows
+    measured under another protocol."""
 
     step: int
     cells: dict[tuple[str, str], list[tuple[int, PublishedValue]]] = field(default_factory=dict)
     ours: dict[tuple[str, str, int], float | None] = field(default_factory=dict)
     refs: list[PublishedSource] = field(default_factory=list)
     elsewhere: list[tuple[PublishedSource, str, PublishedValue]] = field(default_factory=list)
+    ours_elsewhere: dict[tuple[str, str, int], float | None] = field(default_factory=dict)
     inactive: list[PublishedSource] = field(default_factory=list)
 
 
@@ -140,12 +143,17 @@ def notes(beside_: Beside, params: Params, labels: dict[str, str]) -> str:
     if beside_.elsewhere:
         by_source: dict[str, list[str]] = {}
         for source, name, v in beside_.elsewhere:
+            key = (source.name, name, v.steps)
+            ours = (f" (ours {_ours(beside_.ours_elsewhere[key])})"
+                    if key in beside_.ours_elsewhere else "")
             by_source.setdefault(source.name, [source.label, source.metric]).append(
-                f"{labels[name]} {_number(v.value, source)} at {v.steps:,}")
+                f"{labels[name]} {_number(v.value, source)} at {v.steps:,}{ours}")
         listed = "; ".join(f"{label} ({metric} success): {', '.join(items)}"
                            for label, metric, *items in by_source.values())
-        lines.append(f"Published under this protocol at other steps per task, so not beside "
-                     f"ours: {listed}.")
+        compared = (" Where our runs reached that step, ours computed the source's way follows "
+                    "in brackets." if beside_.ours_elsewhere else "")
+        lines.append(f"Published under this protocol at other steps per task, so not in the "
+                     f"table: {listed}.{compared}")
     if beside_.inactive:
         listed = "; ".join(f"{s.label} (protocol {protocol_text(s)})" for s in beside_.inactive)
         lines.append(f"Not shown: published values for these rows measured under another "

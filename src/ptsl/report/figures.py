@@ -63,7 +63,8 @@ def seed_mean_band(values: np.ndarray, reps: int, rng: np.random.Generator,
 def plot_curves(curves: pd.DataFrame, experiments: Sequence[str], path: Path, title: str,
                 reps: int, rng: np.random.Generator, mark_step: int | None = None,
                 labels: Mapping[str, str] | Sequence[str] | None = None,
-                column: str = "success", ylabel: str = "evaluation success rate") -> None:
+                column: str = "success", ylabel: str = "evaluation success rate",
+                points: Sequence[tuple[str, int, float]] = ()) -> None:
     """Mean success over seeds per step, one line per experiment, with 95% bands.
 
     ``curves`` is ``report.collect(...).curves`` (columns experiment, seed, step, and
@@ -72,7 +73,8 @@ def plot_curves(curves: pd.DataFrame, experiments: Sequence[str], path: Path, ti
     step (``reps`` replicates drawn from ``rng``). ``mark_step`` draws a dashed vertical line at
     the reported step. ``labels`` renames experiments in the legend (a mapping, or a sequence
     aligned with ``experiments``). An experiment without any value is named in the legend as
-    such.
+    such. ``points`` are published ``(experiment, step, value)`` points of the same metric,
+    drawn as diamonds in their experiment's colour.
     """
     if not isinstance(rng, np.random.Generator):
         raise TypeError(f"rng must be a numpy.random.Generator, got {type(rng).__name__}")
@@ -80,6 +82,9 @@ def plot_curves(curves: pd.DataFrame, experiments: Sequence[str], path: Path, ti
         raise ValueError("no experiments to plot")
     if labels is not None and not isinstance(labels, Mapping) and len(labels) != len(experiments):
         raise ValueError(f"{len(labels)} labels for {len(experiments)} experiments")
+    unknown = sorted({p[0] for p in points} - set(experiments))
+    if unknown:
+        raise ValueError(f"published points for experiments {unknown} not plotted here")
     present = set(curves["experiment"].unique())
     absent = [e for e in experiments if e not in present]
     if absent:
@@ -90,7 +95,8 @@ def plot_curves(curves: pd.DataFrame, experiments: Sequence[str], path: Path, ti
     fig = Figure(figsize=(9.5 if outside else 7, 4.2), dpi=120, layout="constrained")
     ax = fig.add_subplot()
     band_alpha = 0.18 if len(experiments) <= 4 else 0.1  # overlapping bands stay see-through
-    for i, (exp, color) in enumerate(zip(experiments, _colors(len(experiments)))):
+    colors = dict(zip(experiments, _colors(len(experiments))))
+    for i, (exp, color) in enumerate(colors.items()):
         run = curves[curves["experiment"] == exp]
         dup = run.duplicated(["seed", "step"])
         if dup.any():
@@ -109,6 +115,9 @@ def plot_curves(curves: pd.DataFrame, experiments: Sequence[str], path: Path, ti
         steps = by_step.index.to_numpy()
         ax.plot(steps, stats[:, 0], color=color, ls=style, lw=1.8, label=_label(exp, i, labels))
         ax.fill_between(steps, stats[:, 1], stats[:, 2], color=color, alpha=band_alpha, lw=0)
+    for j, (exp, step, value) in enumerate(points):
+        ax.plot([step], [value], ls="none", marker="D", ms=6, mfc=colors[exp], mec="black",
+                mew=0.8, zorder=5, label="published (same metric)" if j == 0 else None)
     if mark_step is not None:
         ax.axvline(mark_step, color="0.3", ls="--", lw=1.0, label=f"reported step ({mark_step:,})")
     ax.set_xlabel("vector steps per task")

@@ -14,7 +14,7 @@ from __future__ import annotations
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -94,7 +94,30 @@ def table_frame(params: Params, table: TableConfig, records: RunRecords, publish
             if metric == params.report.metric:
                 per_task[name] = tasks
         rows.append(row)
+    # The source's values at earlier steps of the same runs (a paper's curve part-way), with
+    # ours the source's way where every run of the row was evaluated at that step.
+    for source, name, value in shown.elsewhere:
+        if value.steps <= step and _evaluated_at(records.curves, name, seeds, value.steps):
+            shown.ours_elsewhere[(source.name, name, value.steps)] = as_published(
+                records.curves, name, seeds, value.steps, source.metric,
+                source.statistic.run_score, source.statistic.over_seeds)
     return pd.DataFrame(rows), per_task, shown
+
+
+def _evaluated_at(curves: pd.DataFrame, experiment: str, seeds: Sequence[int], step: int) -> bool:
+    """Whether every one of ``seeds``' runs of ``experiment`` has an evaluation at ``step``."""
+    at = curves[(curves["experiment"] == experiment) & (curves["step"] == step)]
+    return set(seeds) <= set(at["seed"])
+
+
+def published_points(shown: Beside, metric: str, step: int) -> list[tuple[str, int, float]]:
+    """The published ``(experiment, step, value)`` points of ``metric`` up to ``step`` among a
+    table's published values (beside ours and elsewhere), for its curves figure."""
+    points = [(name, v.steps, v.value) for (name, m), found in shown.cells.items() if m == metric
+              for _, v in found]
+    points += [(name, v.steps, v.value) for source, name, v in shown.elsewhere
+               if source.metric == metric and v.steps <= step]
+    return sorted(set(points))
 
 
 def mean_curves(curves: pd.DataFrame) -> pd.DataFrame:
@@ -185,7 +208,8 @@ def _build_reports(params: Params, records: RunRecords, published: Published,
         tasks_png = out_dir / "figures" / f"{tname}_tasks.png"
         plot_curves(sub, list(table.rows), curves_png, f"{title}, {len(seeds)} seed(s)",
                     params.report.bootstrap_reps, rng, mark_step=step, labels=labels,
-                    column=MEAN_COLUMN[metric], ylabel=f"{metric} success rate")
+                    column=MEAN_COLUMN[metric], ylabel=f"{metric} success rate",
+                    points=published_points(shown, metric, step))
         matrix = np.stack([per_task[n][0] for n in table.rows])
         task_names = per_task[table.rows[0]][1]
         plot_task_heatmap(matrix, [labels[n] for n in table.rows], task_names, tasks_png,
