@@ -50,6 +50,7 @@ grid: install
 # GRID_ARGS as for `make grid`.
 study-%: install
 	python -m ptsl.ops.grid --study $* $(GRID_ARGS)
+	python -m ptsl.report.readme
 
 # Switch the active budget (small | paper) in params.yaml; then `make repro` or `dvc exp run`.
 budget-%: install

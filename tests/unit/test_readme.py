@@ -51,3 +51,35 @@ def test_the_block_is_the_summary_of_every_benchmark(tmp_path):
     assert lines[-2].endswith("[reports/results.md](reports/results.md).")
     # The full tables stay in results.md, below the summary.
     assert results.count("#### ") == 4 and "#### " not in block
+
+
+def test_study_blocks_match_their_reports_once_they_have_them():
+    """Each study block of the README is its study's summary where the study has reports, and
+    is left as written (a status line) where it has none yet."""
+    from ptsl.report.readme import STUDY_BLOCK, render_study
+
+    readme = (ROOT / "README.md").read_text()
+    names = [m["name"] for m in STUDY_BLOCK.finditer(readme)]
+    assert "mt10-cpu" in names
+    for m in STUDY_BLOCK.finditer(readme):
+        results = ROOT / "studies" / m["name"] / "reports" / "results.md"
+        if results.is_file():
+            assert m[0] == render_study(m["name"], results.read_text()), (
+                "README is stale: run `python -m ptsl.report.readme`")
+
+
+def test_a_study_block_is_rendered_from_its_reports_and_a_pending_one_kept(tmp_path):
+    from ptsl.report.readme import study_markers, with_studies
+
+    done, pending = study_markers("done"), study_markers("pending")
+    readme = (f"intro\n{done[0]}\nrunning\n{done[1]}\nmiddle\n{pending[0]}\n1 of 5 runs\n"
+              f"{pending[1]}\nend\n")
+    reports = tmp_path / "studies" / "done" / "reports"
+    reports.mkdir(parents=True)
+    (reports / "results.md").write_text(f"{SUMMARY_START}\n**T** ![c](figures/t.png)\n"
+                                        f"{SUMMARY_END}\n")
+    out = with_studies(readme, tmp_path)
+    assert "running" not in out and "](studies/done/reports/figures/t.png)" in out
+    assert "[studies/done/reports/results.md](studies/done/reports/results.md)" in out
+    assert f"{pending[0]}\n1 of 5 runs\n{pending[1]}" in out
+    assert out.startswith("intro\n") and "\nmiddle\n" in out and out.endswith("end\n")

@@ -1,7 +1,11 @@
 """Embed the summary of the generated results (the top of reports/results.md: the headline table
 of each benchmark, one line of protocol, one line of metric) into README.md between markers, with
 a link to every table, so the README shows exactly what the last pipeline run produced.
-``make repro`` runs it after ``dvc repro``; a test fails when the README is out of date."""
+``make repro`` runs it after ``dvc repro``; a test fails when the README is out of date.
+
+A study's summary goes between its own markers (``<!-- study NAME results:start -->`` and
+``... results:end -->``) from ``studies/NAME/reports/results.md`` once its aggregate has run;
+until then what stands between them (a status line) is left as it is."""
 
 from __future__ import annotations
 
@@ -15,9 +19,19 @@ from .markdown import SUMMARY_END, SUMMARY_START
 START, END = "<!-- results:start -->", "<!-- results:end -->"
 
 
-def render(results_md: str, reports_prefix: str = "reports/") -> str:
+def study_markers(name: str) -> tuple[str, str]:
+    """The README markers of study ``name``'s block."""
+    return f"<!-- study {name} results:start -->", f"<!-- study {name} results:end -->"
+
+
+STUDY_BLOCK = re.compile(r"<!-- study (?P<name>[A-Za-z0-9_.-]+) results:start -->.*?"
+                         r"<!-- study (?P=name) results:end -->", re.S)
+
+
+def render(results_md: str, reports_prefix: str = "reports/",
+           markers: tuple[str, str] = (START, END)) -> str:
     """The README block: results.md's summary with its relative links pointing into
-    ``reports/``, and a link to every table."""
+    ``reports_prefix``, and a link to every table, between ``markers``."""
     i, j = results_md.find(SUMMARY_START), results_md.find(SUMMARY_END)
     if i < 0 or j < i:
         raise ValueError(f"results.md has no {SUMMARY_START} ... {SUMMARY_END} block; run "
@@ -26,8 +40,22 @@ def render(results_md: str, reports_prefix: str = "reports/") -> str:
     body = re.sub(r"\]\((?!https?:)([^)]+)\)", lambda m: f"]({reports_prefix}{m.group(1)})",
                   summary)
     full = f"{reports_prefix}results.md"
-    return (f"{START}\n{body}\n\nEvery table with its notes, figures and the sources of the "
-            f"published values: [{full}]({full}).\n{END}")
+    return (f"{markers[0]}\n{body}\n\nEvery table with its notes, figures and the sources of the "
+            f"published values: [{full}]({full}).\n{markers[1]}")
+
+
+def render_study(name: str, results_md: str) -> str:
+    """Study ``name``'s README block from its reports/results.md."""
+    return render(results_md, f"studies/{name}/reports/", study_markers(name))
+
+
+def with_studies(readme: str, root: Path) -> str:
+    """``readme`` with every study block whose study has a reports/results.md rendered from it."""
+    def block(m: re.Match) -> str:
+        results = root / "studies" / m["name"] / "reports" / "results.md"
+        return render_study(m["name"], results.read_text()) if results.is_file() else m[0]
+
+    return STUDY_BLOCK.sub(block, readme)
 
 
 def embedded(readme: str) -> str:
@@ -45,6 +73,7 @@ def update(readme_path: Path = Path("README.md"),
         raise FileNotFoundError(f"{results_path} is missing; run `dvc repro` first")
     readme = readme_path.read_text()
     new = readme.replace(embedded(readme), render(results_path.read_text()))
+    new = with_studies(new, readme_path.resolve().parent)
     if new != readme:
         write_atomic(readme_path, new, "README")
     return new != readme
