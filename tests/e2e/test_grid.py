@@ -78,6 +78,13 @@ def test_grid_trains_in_workers_and_fans_in_without_training(gridded):
     assert "grid: 4 done, 0 running, 0 failed, 0 left of 4" in out
     fan_in = out[out.index("$ dvc repro"):]
     assert trained_here(fan_in) == [] and "Running stage 'aggregate'" in fan_in
+    # Each worker evaluated its run after training it: the fan-in restores both.
+    logs = root / ".scratch" / "grid" / "logs"
+    for stage in STAGES:
+        evaluation = stage.replace("train@", "evaluate@")
+        assert f"Running stage '{evaluation}'" in (logs / f"{stage}.log").read_text()
+        assert f"Stage '{evaluation}' is cached - skipping run" in fan_in
+    assert "Running stage 'evaluate@" not in fan_in
     for e in EXPERIMENTS:
         for s in SEEDS:
             run = root / "data" / "runs" / f"{e}-{s}"
@@ -99,8 +106,12 @@ def test_mlflow_holds_one_finished_run_per_stage(gridded):
     assert sorted(r.data.tags["dvc_stage"] for r in runs) == STAGES
     assert all(r.info.status == "FINISHED" for r in runs)
     assert all("host" in r.data.tags for r in runs)
+    evaluations = client.search_runs([client.get_experiment_by_name("evaluate").experiment_id])
+    assert sorted(r.data.tags["dvc_stage"] for r in evaluations) == [
+        s.replace("train@", "evaluate@") for s in STAGES]
     # Workers wrote to the main store and its artifact folder, not their workspaces'.
-    assert all(r.info.artifact_uri.startswith((root / "mlartifacts").as_uri()) for r in runs)
+    assert all(r.info.artifact_uri.startswith((root / "mlartifacts").as_uri())
+               for r in [*runs, *evaluations])
 
 
 def test_grid_equals_serial_repro(gridded, serial):

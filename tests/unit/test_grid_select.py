@@ -33,3 +33,12 @@ def test_only_is_repeatable_on_the_command_line():
     args = grid.parse_args(["--only", "*-1", "--only", "train@mt10_care-*", "--dry"])
     assert args.only == ["*-1", "train@mt10_care-*"] and args.dry
     assert grid.parse_args([]).only == []
+
+
+def test_a_training_stage_is_followed_by_its_evaluation_where_the_pipeline_has_one():
+    names = [*EVERY, "evaluate@mt10_mtsac-1", "evaluate_ptsl@mt10_care_ptsl-1", "aggregate"]
+    assert grid.evaluation_of("train@mt10_mtsac-1", names) == ("evaluate@mt10_mtsac-1",)
+    assert grid.evaluation_of("train_ptsl@mt10_care_ptsl-1", names) == (
+        "evaluate_ptsl@mt10_care_ptsl-1",)
+    assert grid.evaluation_of("train@mt10_care-1", names) == ()  # none in this pipeline
+    assert grid.training_stages(names) == EVERY

@@ -234,6 +234,7 @@ def test_grid_starts_the_daemon_before_ray_and_quits_it_after(tmp_path, standin,
 
     replaced = {"validate_project": lambda root: None,
                 "stale_training_stages": lambda root: (["train@x-1"], []),
+                "pipeline_stages": lambda root: ["train@x-1", "evaluate@x-1"],
                 "uncommitted_inputs": lambda root: [], "checkout": lambda root: (root, ""),
                 "prepare_store": lambda groups, root: None, "_init_ray": init_ray,
                 "head_commit": lambda root: "0" * 40, "cache_dir": lambda root: "/c",
@@ -245,5 +246,6 @@ def test_grid_starts_the_daemon_before_ray_and_quits_it_after(tmp_path, standin,
                       "ray.shutdown (daemon running: True)"]
     assert not running()
     assert calls(tmp_path)[-1]["stdin"] == ["quit"]
+    assert jobs[0].then == ("evaluate@x-1",)
     assert jobs[0].env[PIPE_ENV] == str(pipe)
     assert jobs[0].env[LOG_ENV] == str((tmp_path / grid.SCRATCH / "grid" / "mps-log").resolve())

@@ -3,9 +3,10 @@
 ``python -m ptsl.ops.grid`` (``make grid``) first checks what the ``validate`` stage checks
 (:mod:`ptsl.ops.validate`), then asks DVC which training stages are stale
 (``dvc status --json``), runs each one with ``dvc repro --single-item`` in its own workspace (a
-clone of the current commit sharing the DVC cache, :mod:`ptsl.ops.workspace`) as a Ray task, and
-then runs a plain ``dvc repro`` in the main workspace, which restores every trained stage from the
-run cache without training it again, evaluates and aggregates. Before that repro the grid drops the
+clone of the current commit sharing the DVC cache, :mod:`ptsl.ops.workspace`) as a Ray task,
+followed there by the stage that evaluates its run, and then runs a plain ``dvc repro`` in the
+main workspace, which restores every trained and evaluated stage from the run cache without
+running it again, evaluates what is left and aggregates. Before that repro the grid drops the
 trained stages' entries from dvc.lock (:func:`adopt_worker_results`): an entry names outputs
 trained elsewhere (the commit's, say from another machine), and DVC restores a stage from its
 entry alone, training it again when those outputs are not in the cache; without an entry it
@@ -51,6 +52,8 @@ from .workspace import (
 )
 
 TRAINING_GROUPS = ("train", "train_ptsl")
+# The stage that evaluates a training stage's run: its worker runs it next, in the same workspace.
+EVALUATION_OF = {"train": "evaluate", "train_ptsl": "evaluate_ptsl"}
 # Variables a worker's stage must see as the head sees them (a cluster node has its own env).
 FORWARDED_ENV = ("PTSL_DEVICE", "PTSL_GRAPH", "PTSL_VECTOR", TRACKING_ENV)
 # MPS serves at most 48 client processes per GPU (Volta and later; NVIDIA's MPS guide), so
@@ -131,10 +134,23 @@ def select_stages(patterns: Sequence[str], stale: Sequence[str], cached: Sequenc
     return keep(stale), keep(cached)
 
 
-def training_stages(root: Path, groups: Sequence[str] = TRAINING_GROUPS) -> list[str]:
-    """Every training stage of the pipeline in ``root``, in dvc.yaml order."""
-    names = _dvc(root, "stage", "list", "--name-only", "dvc.yaml").stdout.split()
+def pipeline_stages(root: Path) -> list[str]:
+    """Every stage of the pipeline in ``root``, in dvc.yaml order."""
+    return _dvc(root, "stage", "list", "--name-only", "dvc.yaml").stdout.split()
+
+
+def training_stages(names: Sequence[str],
+                    groups: Sequence[str] = TRAINING_GROUPS) -> list[str]:
+    """The training stages among ``names``."""
     return [n for n in names if n.split("@")[0] in groups]
+
+
+def evaluation_of(stage: str, names: Sequence[str]) -> tuple[str, ...]:
+    """The stage among ``names`` that evaluates training stage ``stage``'s run, if any:
+    ``evaluate@mt10_care-1`` for ``train@mt10_care-1``."""
+    group, _, item = stage.partition("@")
+    follower = f"{EVALUATION_OF.get(group, '')}@{item}"
+    return (follower,) if follower in names else ()
 
 
 def default_gpus_per_run(total_cpus: float, total_gpus: float, cpus_per_run: float) -> float:
@@ -403,19 +419,21 @@ def why_trained(stage: str, worker: Mapping[str, Any] | None, here: Mapping[str,
 
 def fan_in(root: Path, succeeded: Sequence[StageOutcome], cached: Sequence[str], partial: bool,
            pull: bool) -> int:
-    """The main workspace's ``dvc repro``: restores the stages the workers ran from the run
-    cache (their dvc.lock entries dropped first, :func:`adopt_worker_results`) and the
+    """The main workspace's ``dvc repro``: restores the stages the workers ran (training stages
+    and their evaluations) from the run cache (their dvc.lock entries dropped first,
+    :func:`adopt_worker_results`) and the
     ``cached`` ones from the cache. After a failure, or for a selection (``--only``), only
     those are restored (``--single-item``), so a rerun finds just the rest stale. Returns 0 when
     no training stage was trained here."""
     cmd = ["repro", *(["--pull"] if pull else [])]
+    ran = [s for o in succeeded for s in (o.stage, *o.also)]  # trained, then evaluated
     if partial:
-        targets = [*(o.stage for o in succeeded), *cached]
+        targets = [*ran, *cached]
         if not targets:
             return 0
         cmd += ["--single-item", *targets]
     order = lock_order(root)
-    adopt_worker_results(root, [o.stage for o in succeeded])
+    adopt_worker_results(root, ran)
     rc, output = dvc_here(root, cmd)
     keep_lock_order(root, order)
     if rc != 0:
@@ -479,7 +497,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     ap.add_argument("--only", action="append", default=[], metavar="PATTERN",
                     help="only the training stages matching this shell pattern (repeatable), "
                          "e.g. 'train@mt10_mtsac-*' or '*-2'; the fan-in then restores just "
-                         "them, and evaluation and reports wait for a run without --only")
+                         "them and their evaluations, and the reports wait for a run without "
+                         "--only")
     ap.add_argument("--dry", action="store_true", help="list the stale training stages and exit")
     ap.add_argument("--else-here", action="store_true",
                     help="where the workers cannot run what is checked out (uncommitted stage "
@@ -518,8 +537,9 @@ def run(args: argparse.Namespace, root: Path) -> int:
     # it checks, before any worker removes an output.
     validate_project(root)
     stages, cached = stale_training_stages(root)
+    names = pipeline_stages(root) if stages or args.only else []
     if args.only:
-        stages, cached = select_stages(args.only, stages, cached, training_stages(root))
+        stages, cached = select_stages(args.only, stages, cached, training_stages(names))
     stages = seed_major(stages)
     if args.dry:
         print(f"{len(stages)} stale training stage(s)" + "".join(f"\n  {s}" for s in stages))
@@ -543,7 +563,10 @@ def run(args: argparse.Namespace, root: Path) -> int:
         if why_not:
             raise GridError(", ".join(why_not))
         repo, folder = checkout(root)
-        tracking = prepare_store((experiment_name("train", root),), root)
+        # Both experiments the workers write to, made here with the project's artifact folder
+        # (one a worker made first would keep that worker's workspace as its artifact root).
+        tracking = prepare_store((experiment_name("train", root),
+                                  experiment_name("evaluate", root)), root)
         # Callbacks run last-in first-out: Ray (and the stage processes) stop before the daemon.
         with ExitStack() as stack:
             if mps:
@@ -570,7 +593,7 @@ def run(args: argparse.Namespace, root: Path) -> int:
                       "cache": "" if pull else cache_dir(root),
                       "scratch": str((root / SCRATCH).resolve()), "remote": pull,
                       "env": _worker_env(res, tracking, mps)}
-            jobs = [StageJob(stage=s, **common) for s in stages]
+            jobs = [StageJob(stage=s, then=evaluation_of(s, names), **common) for s in stages]
             t0 = time.perf_counter()
             outcomes = fan_out(jobs, res, args.retries, ray)
             print(f"grid: fan-out {len(jobs)} stage(s) in {time.perf_counter() - t0:.0f} s",

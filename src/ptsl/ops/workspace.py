@@ -47,6 +47,9 @@ class StageJob:
     scratch: str                # PTSL_SCRATCH: resume checkpoints and task cache, shared
     remote: bool = False        # pull from / push to the default DVC remote (a cluster)
     env: Mapping[str, str] = field(default_factory=dict)  # MLFLOW_TRACKING_URI, PTSL_THREADS...
+    # Stages run after it in the same workspace once it succeeded (its evaluation), so that
+    # they fan out too instead of waiting for the main workspace's `dvc repro`.
+    then: tuple[str, ...] = ()
 
     @property
     def workspace(self) -> Path:
@@ -70,6 +73,8 @@ class StageOutcome:
     # The stage's dvc.lock entry as the worker's DVC wrote it (deps, params, outs): what the
     # head compares with its own if it trains the stage again (:func:`ptsl.ops.grid.why_trained`).
     lock: Mapping[str, Any] | None = None
+    # Of ``StageJob.then``, the stages that also ran here (their outputs in the cache too).
+    also: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:
@@ -180,19 +185,30 @@ def run_job(job: StageJob) -> StageOutcome:
             rc = 0
             if job.cache:
                 rc = _run_logged([*dvc, "cache", "dir", "--local", job.cache], ws, env, log)
+            pull = ["--pull"] if job.remote else []
             if rc == 0:
-                pull = ["--pull"] if job.remote else []
                 rc = _run_logged([*dvc, "repro", *pull, "--single-item", job.stage], here, env,
                                  log)
+            also: list[str] = []
+            for follower in job.then if rc == 0 else ():
+                if _run_logged([*dvc, "repro", *pull, "--single-item", follower], here, env,
+                               log) != 0:
+                    # The training stage's outputs stand; the main workspace's `dvc repro`
+                    # runs this one again and reports its error there.
+                    log.write(f"grid: {follower} failed in the worker; the fan-in runs it\n")
+                    break
+                also.append(follower)
             if rc == 0 and job.remote:
-                rc = _run_logged([*dvc, "push", "--run-cache", job.stage], here, env, log)
+                rc = _run_logged([*dvc, "push", "--run-cache", job.stage, *also], here, env,
+                                 log)
         except WorkspaceError as exc:
             log.write(f"error: {exc}\n")
             return StageOutcome(job.stage, 1, str(job.log), host, time.time() - t0, str(exc))
     if rc == 0:
         lock = lock_entry(ws / job.folder, job.stage)
         shutil.rmtree(ws, ignore_errors=True)
-        return StageOutcome(job.stage, 0, str(job.log), host, time.time() - t0, lock=lock)
+        return StageOutcome(job.stage, 0, str(job.log), host, time.time() - t0, lock=lock,
+                            also=tuple(also))
     return StageOutcome(job.stage, rc, str(job.log), host, time.time() - t0,
                         _last_error(job.log) or f"exit status {rc}")
 
