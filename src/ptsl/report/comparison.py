@@ -63,6 +63,8 @@ def beside(params: Params, table: TableConfig, published: Published) -> Beside:
                         out.refs.append(source)
                     ref = out.refs.index(source) + 1
                     out.cells.setdefault((name, metric), []).append((ref, value))
+    # Listed row by row in the table's order, each row's values by step.
+    out.elsewhere.sort(key=lambda e: (table.rows.index(e[1]), e[2].steps))
     return out
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import re
+import textwrap
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -115,9 +116,12 @@ def plot_curves(curves: pd.DataFrame, experiments: Sequence[str], path: Path, ti
         steps = by_step.index.to_numpy()
         ax.plot(steps, stats[:, 0], color=color, ls=style, lw=1.8, label=_label(exp, i, labels))
         ax.fill_between(steps, stats[:, 1], stats[:, 2], color=color, alpha=band_alpha, lw=0)
-    for j, (exp, step, value) in enumerate(points):
+    for exp, step, value in points:
         ax.plot([step], [value], ls="none", marker="D", ms=6, mfc=colors[exp], mec="black",
-                mew=0.8, zorder=5, label="published (same metric)" if j == 0 else None)
+                mew=0.8, zorder=5)
+    if points:  # one legend entry for all, in no row's colour
+        ax.plot([], [], ls="none", marker="D", ms=6, mfc="white", mec="black", mew=0.8,
+                label="published, same metric (in its row's colour)")
     if mark_step is not None:
         ax.axvline(mark_step, color="0.3", ls="--", lw=1.0, label=f"reported step ({mark_step:,})")
     ax.set_xlabel("vector steps per task")
@@ -126,7 +130,8 @@ def plot_curves(curves: pd.DataFrame, experiments: Sequence[str], path: Path, ti
     ax.set_ylabel(ylabel)
     # A small margin keeps lines at exactly 0 or 1 from being hidden by the axes' spines.
     ax.set_ylim(-0.02, 1.02)
-    ax.set_title(title, fontsize=10)
+    # Long titles (a study's, with its reported step and seeds) wrap instead of running off.
+    ax.set_title(textwrap.fill(title, 75 if outside else 60), fontsize=10)
     ax.grid(alpha=0.3)
     if outside:
         ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
