@@ -99,7 +99,7 @@ def stale_training_stages(root: Path, groups: Sequence[str] = TRAINING_GROUPS
     train, restore = [], []
     for key, changes in status.items():
         name = key.split(":")[-1]
-        if "@" not in name or name.split("@")[0] not in groups:
+        if not is_training(name, groups):
             continue
         cached = all(isinstance(c, dict) and set(c) == {"changed outs"}
                      and set(c["changed outs"].values()) == {"deleted"} for c in changes)
@@ -139,10 +139,15 @@ def pipeline_stages(root: Path) -> list[str]:
     return _dvc(root, "stage", "list", "--name-only", "dvc.yaml").stdout.split()
 
 
+def is_training(stage: str, groups: Sequence[str] = TRAINING_GROUPS) -> bool:
+    """Whether ``stage`` (``group@item``) belongs to one of the training ``groups``."""
+    return "@" in stage and stage.split("@")[0] in groups
+
+
 def training_stages(names: Sequence[str],
                     groups: Sequence[str] = TRAINING_GROUPS) -> list[str]:
     """The training stages among ``names``."""
-    return [n for n in names if n.split("@")[0] in groups]
+    return [n for n in names if is_training(n, groups)]
 
 
 def evaluation_of(stage: str, names: Sequence[str]) -> tuple[str, ...]:
@@ -474,8 +479,7 @@ def dvc_here(root: Path, cmd: Sequence[str]) -> tuple[int, str]:
 
 def trained_here(repro_output: str, groups: Sequence[str] = TRAINING_GROUPS) -> list[str]:
     """Training stages that a ``dvc repro`` output says it ran (not restored from the run cache)."""
-    ran = re.findall(r"Running stage '([^']+)'", repro_output)
-    return [s for s in ran if s.split("@")[0] in groups]
+    return training_stages(re.findall(r"Running stage '([^']+)'", repro_output), groups)
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:

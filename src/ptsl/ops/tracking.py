@@ -13,15 +13,20 @@ summary.json) still hold every result.
 Kills: a stage killed without a chance to end its run (SIGKILL, power loss) leaves it RUNNING;
 the next attempt of the same stage marks it KILLED, renames it ``<name> (killed)`` and links the
 new run to it (tags ``ptsl.previous_run`` / ``ptsl.resumed_by``). A resumed training run re-logs
-the curve it resumed with, so the new run holds the whole curve.
+the curve it resumed with, so the new run holds the whole curve. Ctrl-C and SIGTERM wait until
+the store call under way has finished (:func:`signals_held`): an interrupt inside an SQLite write
+would leave its transaction open and the store locked, so the run could not be marked KILLED.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -34,6 +39,27 @@ from .study import shared_root, study_of
 TRACKING_ENV = "PTSL_TRACKING"
 _BATCH = 1000  # MLflow accepts at most 1,000 metrics per log_batch call
 _PROBE_TIMEOUT_S = 5.0
+_INTERRUPTS = {signal.SIGINT, signal.SIGTERM}
+
+
+@contextlib.contextmanager
+def signals_held():
+    """Ctrl-C and SIGTERM arriving inside the block are noted and raised again when it ends, to
+    the handlers in place before it. In the main thread only (where Python runs handlers)."""
+    if (threading.current_thread() is not threading.main_thread()
+            or any(signal.getsignal(s) is None for s in _INTERRUPTS)):  # a handler not from Python
+        yield
+        return
+    caught: list[int] = []
+    previous = {s: signal.signal(s, lambda signum, frame: caught.append(signum))
+                for s in _INTERRUPTS}
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+        if caught:
+            signal.raise_signal(caught[0])
 
 
 class TrackingError(RuntimeError):
@@ -115,7 +141,8 @@ class Tracker:
         if self.failed is not None:
             return None
         try:
-            return fn(*args, **kwargs)
+            with signals_held():
+                return fn(*args, **kwargs)
         except Exception as exc:  # noqa: BLE001 - any store failure: warn once, keep training
             self.failed = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
             print(f"warning: MLflow tracking failed ({self.failed}); training goes on without "
