@@ -4,6 +4,7 @@ bit for bit where the formulation allows and to float rounding where it sums in 
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
@@ -60,3 +61,49 @@ def test_static_task_layer_equals_the_grouped_one(p_in, p_out):
     torch.testing.assert_close(y_s, y_g, rtol=1e-5, atol=1e-4)
     for got, want in zip(g_s, g_g):
         torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-3)
+
+
+@pytest.mark.parametrize("p_in,p_out", [(16, 16), (50, 50), (50, 326), (400, 8)])
+@pytest.mark.parametrize("batch", [10, 32, 64, 80, 128, 1280])
+def test_task_layer_bits_do_not_depend_on_the_thread_count(p_in, p_out, batch):
+    """The batched task layer (one product over a (T, m, P_in) block) at the study's, the paper's
+    and the multi-head sizes, values and every gradient, with 1, 2 and 4 threads."""
+    g = torch.Generator().manual_seed(batch + p_in)
+    task = torch.randint(0, T, (batch,), generator=g)
+    z, w, b = torch.randn(batch, p_in, generator=g), torch.randn(T, p_in, p_out, generator=g), \
+        torch.randn(T, p_out, generator=g)
+    before = torch.get_num_threads()
+    try:
+        runs = []
+        for threads in (1, 2, 4):
+            torch.set_num_threads(threads)
+            runs.append(_grads(lambda *a: TaskIndex(task, T).layer(*a), z, w, b))
+    finally:
+        torch.set_num_threads(before)
+    (y1, g1), *others = runs
+    for y, grads in others:
+        assert torch.equal(y, y1)
+        assert all(torch.equal(a, c) for a, c in zip(grads, g1))
+
+
+@pytest.mark.parametrize("exp", ["mt10_mtsac", "mt10_care", "mt10_softmod"])
+def test_the_methods_without_task_layers_never_call_one(exp, monkeypatch):
+    """MT-SAC, CARE and Soft Modularization (the study's rows without PTSL) update and act
+    without TaskIndex.layer: a change of that function leaves their runs' bytes as they are."""
+    from ptsl.core.benchmarks import benchmark_tasks
+    from ptsl.core.builders import Shapes, build_agent
+    from ptsl.ops.params import load_params, run_config
+    from ptsl.tools.bench.updates import random_buffer
+
+    from ..conftest import ROOT
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("TaskIndex.layer called")
+
+    monkeypatch.setattr(TaskIndex, "layer", refuse)
+    cfg = run_config(load_params(ROOT / "studies" / "mt10-cpu" / "params.yaml"), exp, 1)
+    agent = build_agent(cfg, Shapes(39, 4, T), list(benchmark_tasks("mt10")), torch.device("cpu"))
+    buffer = random_buffer(T)
+    rng = np.random.default_rng(0)
+    agent.update(buffer.sample(32, rng, agent.device))
+    agent.act(np.zeros((T, 39), np.float32), np.arange(T), deterministic=False)

@@ -8,8 +8,8 @@ bias-free down/up projections ``D``/``U`` (never per task) and a low-rank task l
 Departure from the reference's mechanics (not its maths): the reference stores the batch's task
 indices in every layer through a ``set_indices`` side channel before each forward; here the
 batch's :class:`~ptsl.core.nets.task_index.TaskIndex` is an argument of ``forward``, so a
-mixed-task batch needs no state. Each row's task layer is :meth:`TaskIndex.layer` (rows grouped
-by task) instead of the reference's gather and batched matmul: the same values and gradients,
+mixed-task batch needs no state. Each row's task layer is :meth:`TaskIndex.layer` (one batched
+product over the rows grouped by task) instead of the reference's gather and batched matmul: the same values and gradients,
 faster. The residual mixing is the reference's.
 """
 

@@ -39,31 +39,43 @@ class TaskIndex:
         """``z[b] @ weight[ids[b]] + bias[ids[b]]`` for every row ``b``: a per-task Linear with
         ``weight`` (T, P_in, P_out) and ``bias`` (T, P_out).
 
-        The rows are grouped by task and each group is multiplied by its own task's matrix only
-        (several times faster than a per-row gather, whose backward is a slow scatter-add, or
-        than multiplying every row by every task's matrix). Each group is multiplied
-        feature-major (``W_t^T z_t^T``, as :func:`ptsl.core.nets.mlp.feature_major`): a group
-        may hold only a few rows, and a product with 5 to 11 rows would take bits that depend on
-        the CPU thread count. Rows of other tasks add nothing to a task's gradient.
+        The rows go to a (T, m, P_in) block, task ``t``'s rows (in batch order) at the top of
+        slice ``t`` and zeros below, ``m`` the largest task's row count; one batched product
+        multiplies every slice by its own task's matrix and each row reads its result back.
+        Every task's rows meet only their own matrix, as in a loop over tasks, in a handful of
+        operations instead of several per task (the loop was most of a PTSL update's time at
+        small sizes). The bits do not depend on the thread count (the batched product splits its
+        slices among the threads, not a slice's sums; tests/unit/test_task_index.py checks 1, 2
+        and 4 threads), the copies in and out touch each row once (no accumulation), and the
+        zero rows add exact zeros to the weight's gradient.
         """
-        n, counts = self.num_tasks, self._counts
-        # Contiguous operands: autograd then keeps the backward products feature-major too.
-        columns = z.index_select(0, self._order).t().contiguous().split(counts, dim=1)
-        # One slice per task by unbind, whose backward stacks the slices' gradients once;
-        # indexing weight_t[t] would add a zero-filled copy of the whole weight per task.
-        weight_t = weight.transpose(1, 2).contiguous().unbind(0)
-        bias_t = bias.unsqueeze(2).unbind(0)
-        y_t = torch.cat([torch.addmm(bias_t[t], weight_t[t], columns[t])
-                         for t in range(n) if counts[t]], dim=1)
-        # Back to the batch's row order; index_copy's backward is a cheap index_select.
-        return y_t.new_empty(y_t.shape).index_copy(1, self._order, y_t).t()
+        n, m = self.num_tasks, self._group_rows
+        block = z.new_zeros(n * m, z.shape[1]).index_copy(0, self._slots, z).view(n, m, -1)
+        y = torch.baddbmm(bias.unsqueeze(1), block, weight)
+        return y.view(n * m, -1).index_select(0, self._slots)
+
+    @cached_property
+    def _group_rows(self) -> int:
+        """The largest task's row count (``m``), on the host: it sizes the block."""
+        return max(self._counts)
+
+    @cached_property
+    def _slots(self) -> torch.Tensor:
+        """Row ``b``'s place in the (T * m) block: ``ids[b] * m`` plus its rank among its
+        task's rows in batch order (computed once per batch, shared by every layer)."""
+        order, ids = self._order, self.ids
+        counts = torch.as_tensor(self._counts, dtype=ids.dtype, device=ids.device)
+        first = torch.cumsum(counts, 0) - counts  # where each task's rows start in ``order``
+        sorted_ids = ids.index_select(0, order)
+        rank = torch.arange(ids.shape[0], device=ids.device) - first.index_select(0, sorted_ids)
+        return torch.empty_like(ids).index_copy(0, order, sorted_ids * self._group_rows + rank)
 
     @cached_property
     def _order(self) -> torch.Tensor:
-        """The rows sorted by task, stably (computed once per batch, shared by every layer)."""
+        """The rows sorted by task, stably."""
         return torch.argsort(self.ids, stable=True)
 
     @cached_property
     def _counts(self) -> list[int]:
-        """Rows per task, on the host: the group sizes decide the kernels."""
+        """Rows per task, on the host."""
         return torch.bincount(self.ids, minlength=self.num_tasks).tolist()
