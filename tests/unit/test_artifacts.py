@@ -128,6 +128,18 @@ def test_resume_checkpoint_from_another_version_is_not_used(tmp_path, monkeypatc
            in capsys.readouterr().err
 
 
+def test_resume_checkpoint_made_by_other_code_is_not_used(tmp_path, monkeypatch, capsys):
+    """A run resumed after an edit of the code that computes it would be a run of neither
+    version: the checkpoint records the code's digest, and another digest starts afresh."""
+    cfg = _cfg()
+    ckpt = ResumeCheckpoints(tmp_path, cfg)
+    ckpt.save(5, {"curve": [], "device": "cpu"})
+    assert ckpt.load("cpu")["code"] == artifacts.code_digest()
+    monkeypatch.setattr(artifacts, "code_digest", lambda: "0123456789abcdef")
+    assert ckpt.load("cpu") is None
+    assert "it was made under another code: " in capsys.readouterr().err
+
+
 def test_resume_falls_back_to_an_older_checkpoint_when_the_newest_is_corrupt(tmp_path, capsys):
     cfg = _cfg()
     ckpt = ResumeCheckpoints(tmp_path, cfg)

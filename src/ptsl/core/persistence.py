@@ -13,6 +13,7 @@ the final name; a failed write raises :class:`~ptsl.core.errors.WriteError` nami
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import io
 import json
@@ -145,6 +146,18 @@ def differences(saved: Any, current: Any, prefix: str = "") -> list[str]:
     return []
 
 
+@functools.cache
+def code_digest() -> str:
+    """A digest of the code that computes a run (every Python file of this folder, the one the
+    training stages depend on): a resume checkpoint made by other code is not continued, which
+    would give a run of neither version."""
+    root = Path(__file__).resolve().parent
+    digest = hashlib.sha256()
+    for path in sorted(root.rglob("*.py")):
+        digest.update(path.relative_to(root).as_posix().encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
 def version_difference(blob: Mapping[str, Any]) -> str | None:
     """``ptsl_version: 'x' there, 'y' here`` when a file was written by another project version
     (its weights may not fit this version's networks)."""
@@ -217,8 +230,8 @@ class ResumeCheckpoints:
 
     A new checkpoint gets a new name and the older one is deleted only after it is complete, so a
     kill or a full disk while writing leaves the previous checkpoint intact. Loading takes the
-    newest one that verifies; a corrupt one, one written by another project version, or one
-    made on another kind of device (a CPU and a GPU draw random numbers differently, so the state
+    newest one that verifies; a corrupt one, one written by another project version or by other
+    code (:func:`code_digest`), or one made on another kind of device (a CPU and a GPU draw random numbers differently, so the state
     of one cannot continue on the other), is skipped with a warning line, and checkpoints of the
     same run under another config are named with the fields that differ. ``scratch_dir`` None
     keeps no checkpoints.
@@ -246,6 +259,7 @@ class ResumeCheckpoints:
                 print(f"warning: {exc}; trying an older one", file=sys.stderr)
                 continue
             why = [d for d in (version_difference(state),) if d]
+            why += differences({"code": state.get("code", "unrecorded")}, {"code": code_digest()})
             why += differences({"device": checkpoint_device(state)}, {"device": device})
             why += differences(state["config"], self.config, "config")
             if why:
@@ -265,8 +279,8 @@ class ResumeCheckpoints:
         if self.dir is None:
             return
         path = self.dir / f"{self.stem}{step:09d}.pt"
-        save(path, {"config": self.config, "step": step, **state}, "resume checkpoint",
-             fault_point="checkpoint")
+        save(path, {"config": self.config, "step": step, "code": code_digest(), **state},
+             "resume checkpoint", fault_point="checkpoint")
         for old in self._files(self.stem):
             if old != path:
                 self._unlink(old)
