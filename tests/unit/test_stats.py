@@ -223,9 +223,15 @@ def test_summarize_on_a_known_matrix():
     assert r.iqm == pytest.approx(0.5)
     assert r.iqm_low <= r.iqm <= r.iqm_high
     assert r.n_seeds == 3
+    # The mean's interval: the same stratified bootstrap, drawn after the IQM's.
+    rng = np.random.default_rng(0)
+    stratified_bootstrap_ci(x, iqm, 500, rng)
+    assert (r.mean_low, r.mean_high) == stratified_bootstrap_ci(x, mean_score, 500, rng)
+    assert r.mean_low < r.mean < r.mean_high
 
 
 def test_summarize_one_seed():
     r = summarize(np.array([[0.2, 0.4, 0.6, 0.8]]), 200, np.random.default_rng(0))
     assert r.mean == pytest.approx(0.5) and r.std == 0.0 and r.n_seeds == 1
     assert r.iqm_low == r.iqm_high == pytest.approx(r.iqm) == pytest.approx(0.5)
+    assert r.mean_low == r.mean_high == pytest.approx(r.mean)

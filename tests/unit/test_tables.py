@@ -47,9 +47,9 @@ def test_each_metric_beside_its_published_value_under_the_reference_protocol():
     header = next(x for x in md.splitlines() if x.startswith("| row |"))
     # No evaluation value at this step: no published column beside evaluation.
     assert header == ("| row | parameters | seeds | evaluation IQM final [95% CI] | evaluation "
-                      "mean ± std final | training IQM final [95% CI] | training mean ± std "
-                      "final | training, the source's statistic | published | evaluation best "
-                      "so far |")
+                      "mean final [95% CI] ± std | training IQM final [95% CI] | training mean "
+                      "final [95% CI] ± std | training, the source's statistic | published | "
+                      "evaluation best so far |")
     assert _row(md, "MT-SAC")[8] == "0.39 [1]"
     assert _row(md, "MT-SAC")[7] == f"{frame.loc['mt10_mtsac', 'training_as_published']:.3f} [1]"
     assert _row(md, "CARE+PTSL, 2 hidden layers")[8] == "0.50 [1]"
@@ -149,8 +149,9 @@ def test_the_headline_metric_is_a_param(tmp_path):
     md = (tmp_path / "tables" / "mt10_200k.md").read_text()
     header = next(x for x in md.splitlines() if x.startswith("| row |"))
     assert header == ("| row | parameters | seeds | training IQM best [95% CI] | training mean "
-                      "± std best | training, the source's statistic | published | evaluation "
-                      "IQM best [95% CI] | evaluation mean ± std best | training final |")
+                      "best [95% CI] ± std | training, the source's statistic | published | "
+                      "evaluation IQM best [95% CI] | evaluation mean best [95% CI] ± std | "
+                      "training final |")
     assert "Headline: **training success**, **best** (best success so far)" in md
     metrics = json.loads((tmp_path / "metrics" / "mt10_care.json").read_text())
     best = scores_at(recs.curves, "mt10_care", p.seeds, 300, "best", "training")
@@ -233,7 +234,7 @@ def test_beside_each_published_value_stands_ours_computed_its_source_s_way():
     assert row["published_training_statistic"] == ("mean over seeds of each run's mean over "
                                                    "tasks at the step")
     iqm, mean, ours, published = _row(md, "MT-SAC")[5:9]
-    assert iqm.startswith("0.150 [") and mean.startswith("0.325 ± ")
+    assert iqm.startswith("0.150 [") and mean.startswith("0.325 [") and " ± " in mean
     assert (ours, published) == ("0.325 [1]", "0.39 [1]")
     # The parameter-scaling curves: the IQM over seeds of the runs' evaluation success.
     p = _pattern_params("metaworld-plus", "baselines_mt10_1m")

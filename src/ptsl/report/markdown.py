@@ -81,12 +81,16 @@ def _iqm_cell(r: Mapping[str, Any], metric: str) -> str:
 
 def _mean_cell(r: Mapping[str, Any], metric: str) -> str:
     mean, std = r[f"{metric}_mean"], r[f"{metric}_std"]
-    return "—" if pd.isna(mean) else f"{mean:.3f} ± {std:.3f}"
+    if pd.isna(mean):
+        return "—"
+    return (f"{mean:.3f} [{r[f'{metric}_mean_low']:.3f}, {r[f'{metric}_mean_high']:.3f}] "
+            f"± {std:.3f}")
 
 
 def table_lines(frame: pd.DataFrame, params: Params, shown: Beside) -> str:
     """The table itself as GitHub markdown: the headline metric first; per metric the IQM over
-    runs x tasks with its interval and the mean ± std over seeds of each run's mean over tasks,
+    runs x tasks and the mean over seeds of each run's mean over tasks, each with its interval
+    (and the mean's std over seeds),
     then, where a source published that metric, ours computed the source's way beside the
     published value; last the headline's other kind (best so far, or final)."""
     head_metric, primary = params.report.metric, params.report.primary
@@ -96,7 +100,7 @@ def table_lines(frame: pd.DataFrame, params: Params, shown: Beside) -> str:
     with_published = [m for m in order if any(k[1] == m for k in shown.cells)]
     header, align = ["row", "parameters", "seeds"], "|---|---:|---:|"
     for m in order:
-        header += [f"{m} IQM {primary} [95% CI]", f"{m} mean ± std {primary}"]
+        header += [f"{m} IQM {primary} [95% CI]", f"{m} mean {primary} [95% CI] ± std"]
         align += "---|---|"
         if m in with_published:
             header += [f"{m}, the source's statistic", "published"]
@@ -128,8 +132,9 @@ def table_markdown(frame: pd.DataFrame, table: TableConfig, params: Params,
              f"{', '.join(map(str, seeds))}; "
              f"{protocol_caption(params)}. Headline: **{head_metric} success**, **{primary}** "
              f"({kind_text}). Per metric: the IQM over runs x tasks with a stratified bootstrap "
-             "95% confidence interval over seeds (rliable), and the mean ± std over seeds of "
-             "each run's mean over tasks; beside a published value, ours computed the way its "
+             "95% confidence interval over seeds (rliable), and the mean over seeds of each "
+             "run's mean over tasks with the same bootstrap's interval ± its std over seeds; "
+             "beside a published value, ours computed the way its "
              "source states (notes). Evaluation success: the deterministic policy; training "
              "success: the stochastic policy's training episodes since the previous "
              "evaluation (— where none finished).")
@@ -169,7 +174,7 @@ def summary_markdown(params: Params, reports: list[TableReport]) -> str:
     parts = [f"Protocol: {protocol_caption(params)}; {budget_caption(params)}.",
              f"Metric: {METRIC_TEXT['evaluation']}; {METRIC_TEXT['training']}. Headline: "
              f"{metric} success, {primary}; per metric the IQM over runs x tasks [95% CI] and "
-             "the mean ± std over seeds of the mean over tasks."]
+             "the mean over seeds of the mean over tasks [95% CI] ± std."]
     for rep in headline_tables(params, reports):
         refs = short_refs(rep.shown)
         parts += [f"**{table_title(params, rep.table)}**",

@@ -206,16 +206,21 @@ class RowStats:
     iqm_low: float    # 95% stratified-bootstrap interval of the IQM
     iqm_high: float
     n_seeds: int
+    mean_low: float   # 95% stratified-bootstrap interval of the mean (drawn after the IQM's)
+    mean_high: float
 
 
 def summarize(scores: Scores | np.ndarray, reps: int, rng: np.random.Generator) -> RowStats:
-    """Mean ± std over seeds of per-run mean success, and the IQM with its 95% bootstrap CI."""
+    """Mean ± std over seeds of per-run mean success and the IQM, each with its 95% bootstrap
+    CI (the IQM's drawn first, so its interval is the one drawn before the mean had one)."""
     x = _as_matrix(scores)
     per_run = x.mean(axis=1)
     low, high = stratified_bootstrap_ci(x, iqm, reps, rng, confidence=0.95)
+    mean_low, mean_high = stratified_bootstrap_ci(x, mean_score, reps, rng, confidence=0.95)
     return RowStats(mean=float(per_run.mean()),
                     std=float(per_run.std(ddof=1)) if len(per_run) > 1 else 0.0,
-                    iqm=float(iqm(x)), iqm_low=low, iqm_high=high, n_seeds=int(x.shape[0]))
+                    iqm=float(iqm(x)), iqm_low=low, iqm_high=high, n_seeds=int(x.shape[0]),
+                    mean_low=mean_low, mean_high=mean_high)
 
 
 def summarize_available(scores: Scores, reps: int,

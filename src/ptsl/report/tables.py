@@ -35,12 +35,14 @@ from .stats import scores_at, summarize_available
 
 #: The curve column of each metric's mean over tasks.
 MEAN_COLUMN = {"evaluation": "success", "training": "train_success"}
-_STAT_FIELDS = ("iqm", "iqm_low", "iqm_high", "mean", "std", "final_mean", "best_mean")
+_STAT_FIELDS = ("iqm", "iqm_low", "iqm_high", "mean", "mean_low", "mean_high", "std",
+                "final_mean", "best_mean")
 
 
 def _metric_stats(params: Params, records: RunRecords, name: str, seeds: tuple[int, ...],
                   step: int, metric: str, rng: np.random.Generator) -> tuple[dict, Any]:
-    """One metric of one row: IQM with its interval, mean ± std over seeds (the primary kind),
+    """One metric of one row: IQM and mean over seeds with their intervals, and the std (the
+    primary kind),
     the means of both kinds, and the per-task mean over seeds of the primary kind."""
     final = scores_at(records.curves, name, seeds, step, "final", metric)
     best = scores_at(records.curves, name, seeds, step, "best", metric)
@@ -49,7 +51,8 @@ def _metric_stats(params: Params, records: RunRecords, name: str, seeds: tuple[i
     row = {f: None for f in _STAT_FIELDS}
     if stats is not None:
         row.update(iqm=stats.iqm, iqm_low=stats.iqm_low, iqm_high=stats.iqm_high,
-                   mean=stats.mean, std=stats.std)
+                   mean=stats.mean, mean_low=stats.mean_low, mean_high=stats.mean_high,
+                   std=stats.std)
     for kind, scores in (("final_mean", final), ("best_mean", best)):
         per_run = np.asarray(scores.values, dtype=float).mean(axis=1)
         row[kind] = float(np.nanmean(per_run)) if not np.isnan(per_run).all() else None
