@@ -143,19 +143,7 @@ def notes(beside_: Beside, params: Params, labels: dict[str, str]) -> str:
             f"way: {source.statistic.short} ({source.metric} success)."
             + (f" Notes: {value_notes}." if value_notes else ""))
     if beside_.elsewhere:
-        by_source: dict[str, list[str]] = {}
-        for source, name, v in beside_.elsewhere:
-            key = (source.name, name, v.steps)
-            ours = (f" (ours {_ours(beside_.ours_elsewhere[key])})"
-                    if key in beside_.ours_elsewhere else "")
-            by_source.setdefault(source.name, [source.label, source.metric]).append(
-                f"{labels[name]} {_number(v.value, source)} at {v.steps:,}{ours}")
-        listed = "; ".join(f"{label} ({metric} success): {', '.join(items)}"
-                           for label, metric, *items in by_source.values())
-        compared = (" Where our runs reached that step, ours computed the source's way follows "
-                    "in brackets." if beside_.ours_elsewhere else "")
-        lines.append(f"Published under this protocol at other steps per task, so not in the "
-                     f"table: {listed}.{compared}")
+        lines.append(elsewhere_text(beside_, labels))
     if beside_.inactive:
         listed = "; ".join(f"{s.label} (protocol {protocol_text(s)})" for s in beside_.inactive)
         lines.append(f"Not shown: published values for these rows measured under another "
@@ -166,6 +154,32 @@ def notes(beside_: Beside, params: Params, labels: dict[str, str]) -> str:
             f"task under the active protocol `{params.protocol}`" + (
                 "." if beside_.refs else "; there is none for these rows."))
     return "\n".join([head, "", *[f"- {line}" for line in lines]]) + "\n"
+
+
+def elsewhere_text(beside_: Beside, labels: dict[str, str], reached_only: bool = False) -> str:
+    """The active protocol's values at other steps per task, source by source, each followed by
+    ours computed the source's way where our runs reached that step (``reached_only``: only
+    those, as the summary lists them; empty if there is none)."""
+    by_source: dict[str, list[str]] = {}
+    for source, name, v in beside_.elsewhere:
+        key = (source.name, name, v.steps)
+        if reached_only and key not in beside_.ours_elsewhere:
+            continue
+        ours = (f" (ours {_ours(beside_.ours_elsewhere[key])})"
+                if key in beside_.ours_elsewhere else "")
+        by_source.setdefault(source.name, [source.label, source.metric]).append(
+            f"{labels[name]} {_number(v.value, source)} at {v.steps:,}{ours}")
+    listed = "; ".join(f"{label} ({metric} success): {', '.join(items)}"
+                       for label, metric, *items in by_source.values())
+    if not by_source:
+        return ""
+    compared = (" Where our runs reached that step, ours computed the source's way follows "
+                "in brackets." if beside_.ours_elsewhere else "")
+    if reached_only:
+        return (f"Published at earlier steps per task, with ours computed the source's way in "
+                f"brackets: {listed}.")
+    return (f"Published under this protocol at other steps per task, so not in the table: "
+            f"{listed}.{compared}")
 
 
 def _shown(beside_: Beside, ref: int) -> list[tuple[str, PublishedValue]]:

@@ -12,8 +12,9 @@ from typing import Any, Mapping
 import pandas as pd
 
 from ..ops.params import Params, TableConfig, preset_matches
-from .comparison import (METRICS, Beside, cell_text, mentioned, notes, ours_text,
-                         short_refs, sources_text)
+from .comparison import (METRICS, Beside, cell_text, elsewhere_text, mentioned, notes,
+                         ours_text, short_refs, sources_text)
+from .ranking import ranking_text
 
 #: Around the summary in results.md: what the README's results block shows (readme.py).
 SUMMARY_START, SUMMARY_END = "<!-- summary:start -->", "<!-- summary:end -->"
@@ -138,8 +139,18 @@ def table_markdown(frame: pd.DataFrame, table: TableConfig, params: Params,
              "source states (notes). Evaluation success: the deterministic policy; training "
              "success: the stochastic policy's training episodes since the previous "
              "evaluation (— where none finished).")
+    findings = _findings(frame, params, shown)
     return (f"#### {table_title(params, table)}\n\n{intro}\n\n{table_lines(frame, params, shown)}"
-            f"\n{notes(shown, params, labels)}")
+            + (f"\n{findings}\n" if findings else "") + f"\n{notes(shown, params, labels)}")
+
+
+def _findings(frame: pd.DataFrame, params: Params, shown: Beside) -> str:
+    """Under a table: per metric with a published source beside it, how our rows rank against
+    the source's and which intervals overlap (:func:`ptsl.report.ranking.ranking_text`)."""
+    head_metric = params.report.metric
+    order = [head_metric, *[m for m in METRICS if m != head_metric]]
+    texts = [ranking_text(frame, shown, m, params.report.primary) for m in order]
+    return "\n\n".join(t for t in texts if t)
 
 
 @dataclass(frozen=True)
@@ -177,9 +188,12 @@ def summary_markdown(params: Params, reports: list[TableReport]) -> str:
              "the mean over seeds of the mean over tasks [95% CI] ± std."]
     for rep in headline_tables(params, reports):
         refs = short_refs(rep.shown)
+        labels = dict(zip(rep.frame["experiment"], rep.frame["label"]))
+        extra = [x for x in (refs, _findings(rep.frame, params, rep.shown),
+                             elsewhere_text(rep.shown, labels, reached_only=True)) if x]
         parts += [f"**{table_title(params, rep.table)}**",
                   table_lines(rep.frame, params, rep.shown).rstrip("\n")
-                  + (f"\n\n{refs}" if refs else ""),
+                  + "".join(f"\n\n{x}" for x in extra),
                   f"![{rep.table.title} curves](figures/{rep.curves_png})"]
     return f"{SUMMARY_START}\n" + "\n\n".join(parts) + f"\n{SUMMARY_END}\n"
 
