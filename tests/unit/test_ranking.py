@@ -15,10 +15,11 @@ from ..conftest import ROOT
 SOURCE = next(s for s in Published.load(ROOT / PUBLISHED).sources if s.name == "ptsl_figure")
 
 
-def _frame(rows: dict[str, tuple[float, float, float, float | None]]) -> pd.DataFrame:
+def _frame(rows: dict[str, tuple[float, float, float, float | None]],
+           seeds: int = 5) -> pd.DataFrame:
     """label -> (ours the source's way, our interval low, high, published)."""
     return pd.DataFrame([
-        {"experiment": label.lower(), "label": label, "step": 100_000,
+        {"experiment": label.lower(), "label": label, "step": 100_000, "seeds": seeds,
          "training_as_published": ours, "training_mean_low": low, "training_mean_high": high,
          "published_training": published,
          "published_training_source": None if published is None else SOURCE.name}
@@ -42,3 +43,10 @@ def test_no_interval_is_named_for_another_kind_and_nothing_for_one_row():
     assert ranking_text(frame, shown, "training", "best").endswith(
         "[1]'s order holds for 0 of the 1 pairs it orders.")
     assert ranking_text(frame.iloc[:1], shown, "training", "final") is None
+
+
+def test_one_seed_claims_no_separation():
+    frame = _frame({"A": (0.30, 0.30, 0.30, 0.23), "B": (0.20, 0.20, 0.20, 0.25)}, seeds=1)
+    text = ranking_text(frame, Beside(step=100_000, refs=[SOURCE]), "training", "final")
+    assert text.endswith("[1]'s order holds for 0 of the 1 pairs it orders; with one seed a row "
+                         "has no interval, so none of these orders is told apart.")

@@ -48,7 +48,9 @@ def ranking_text(frame: pd.DataFrame, shown: Beside, metric: str, primary: str) 
     text = (f"Ranked by {metric} success at {step:,} steps per task ({source.statistic.short}): "
             f"ours {_ranked(ours, labels, 3)}; [{ref}] {_ranked(theirs, labels, 2)}. "
             f"[{ref}]'s order holds for {agree} of the {len(decided)} pairs it orders")
-    if source.statistic.run_score == "final" and source.statistic.over_seeds == "mean" \
+    if min(int(r["seeds"]) for r in rows) < 2:
+        text += "; with one seed a row has no interval, so none of these orders is told apart"
+    elif source.statistic.run_score == "final" and source.statistic.over_seeds == "mean" \
             and primary == "final":
         low = {r["experiment"]: r[f"{metric}_mean_low"] for r in rows}
         high = {r["experiment"]: r[f"{metric}_mean_high"] for r in rows}
