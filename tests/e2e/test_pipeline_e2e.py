@@ -65,8 +65,9 @@ def test_reports_exist_and_agree(project):
                 <= short[f"{metric}_iqm_high"].iloc[0])
     results = (project / "reports" / "results.md").read_text()
     assert "| Tiny MT-SAC |" in results
-    assert ("| evaluation IQM final [95% CI] | evaluation mean final [95% CI] ± std | training IQM final "
-            "[95% CI] | training mean final [95% CI] ± std | evaluation best so far |") in results
+    assert ("| evaluation IQM final [95% CI] | evaluation mean final [95% CI] ± std | training "
+            "IQM final [95% CI] | training mean final [95% CI] ± std | evaluation best so far |"
+            ) in results
     assert "#### Tiny (reported at 40 vector steps per task)" in results
     # A tiny project's protocol is custom: no published value beside ours, and it says so.
     assert "protocol `custom`" in results and "No published value for these rows." in results

@@ -45,7 +45,8 @@ def test_the_block_is_the_summary_of_every_benchmark(tmp_path):
     titles = [x for x in lines if x.startswith("**")]
     assert titles == ["**MT10, 200k steps (reported at 300 vector steps per task)**",
                       "**MT50, 200k steps (reported at 300 vector steps per task)**"]
-    assert block.count("| evaluation IQM final [95% CI] | evaluation mean final [95% CI] ± std |") == 2
+    assert block.count("| evaluation IQM final [95% CI] | evaluation mean final [95% CI] "
+                       "± std |") == 2
     assert block.count("[1] PTSL paper, results figure: training success, mean over seeds") == 2
     assert "](reports/figures/mt10_200k_curves.png)" in block
     assert lines[-2].endswith("[reports/results.md](reports/results.md).")

@@ -169,10 +169,10 @@ def elsewhere_text(beside_: Beside, labels: dict[str, str], reached_only: bool =
                 if key in beside_.ours_elsewhere else "")
         by_source.setdefault(source.name, [source.label, source.metric]).append(
             f"{labels[name]} {_number(v.value, source)} at {v.steps:,}{ours}")
-    listed = "; ".join(f"{label} ({metric} success): {', '.join(items)}"
-                       for label, metric, *items in by_source.values())
     if not by_source:
         return ""
+    listed = "; ".join(f"{label} ({metric} success): {', '.join(items)}"
+                       for label, metric, *items in by_source.values())
     compared = (" Where our runs reached that step, ours computed the source's way follows "
                 "in brackets." if beside_.ours_elsewhere else "")
     if reached_only:

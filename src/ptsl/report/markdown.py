@@ -88,14 +88,20 @@ def _mean_cell(r: Mapping[str, Any], metric: str) -> str:
             f"± {std:.3f}")
 
 
+def _metric_order(params: Params) -> list[str]:
+    """The headline metric first, then the other."""
+    head = params.report.metric
+    return [head, *[m for m in METRICS if m != head]]
+
+
 def table_lines(frame: pd.DataFrame, params: Params, shown: Beside) -> str:
     """The table itself as GitHub markdown: the headline metric first; per metric the IQM over
     runs x tasks and the mean over seeds of each run's mean over tasks, each with its interval
-    (and the mean's std over seeds),
-    then, where a source published that metric, ours computed the source's way beside the
-    published value; last the headline's other kind (best so far, or final)."""
+    (and the mean's std over seeds), then, where a source published that metric, ours computed
+    the source's way beside the published value; last the headline's other kind (best so far,
+    or final)."""
     head_metric, primary = params.report.metric, params.report.primary
-    order = [head_metric, *[m for m in METRICS if m != head_metric]]
+    order = _metric_order(params)
     other = "best" if primary == "final" else "final"
     other_label = "best so far" if other == "best" else "final"
     with_published = [m for m in order if any(k[1] == m for k in shown.cells)]
@@ -135,10 +141,10 @@ def table_markdown(frame: pd.DataFrame, table: TableConfig, params: Params,
              f"({kind_text}). Per metric: the IQM over runs x tasks with a stratified bootstrap "
              "95% confidence interval over seeds (rliable), and the mean over seeds of each "
              "run's mean over tasks with the same bootstrap's interval ± its std over seeds; "
-             "beside a published value, ours computed the way its "
-             "source states (notes). Evaluation success: the deterministic policy; training "
-             "success: the stochastic policy's training episodes since the previous "
-             "evaluation (— where none finished).")
+             "beside a published value, ours computed the way its source states (notes). "
+             "Evaluation success: the deterministic policy; training success: the stochastic "
+             "policy's training episodes since the previous evaluation (— where none "
+             "finished).")
     findings = _findings(frame, params, shown)
     return (f"#### {table_title(params, table)}\n\n{intro}\n\n{table_lines(frame, params, shown)}"
             + (f"\n{findings}\n" if findings else "") + f"\n{notes(shown, params, labels)}")
@@ -147,9 +153,7 @@ def table_markdown(frame: pd.DataFrame, table: TableConfig, params: Params,
 def _findings(frame: pd.DataFrame, params: Params, shown: Beside) -> str:
     """Under a table: per metric with a published source beside it, how our rows rank against
     the source's and which intervals overlap (:func:`ptsl.report.ranking.ranking_text`)."""
-    head_metric = params.report.metric
-    order = [head_metric, *[m for m in METRICS if m != head_metric]]
-    texts = [ranking_text(frame, shown, m, params.report.primary) for m in order]
+    texts = [ranking_text(frame, shown, m, params.report.primary) for m in _metric_order(params)]
     return "\n\n".join(t for t in texts if t)
 
 

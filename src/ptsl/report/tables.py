@@ -42,8 +42,8 @@ _STAT_FIELDS = ("iqm", "iqm_low", "iqm_high", "mean", "mean_low", "mean_high", "
 def _metric_stats(params: Params, records: RunRecords, name: str, seeds: tuple[int, ...],
                   step: int, metric: str, rng: np.random.Generator) -> tuple[dict, Any]:
     """One metric of one row: IQM and mean over seeds with their intervals, and the std (the
-    primary kind),
-    the means of both kinds, and the per-task mean over seeds of the primary kind."""
+    primary kind), the means of both kinds, and the per-task mean over seeds of the primary
+    kind."""
     final = scores_at(records.curves, name, seeds, step, "final", metric)
     best = scores_at(records.curves, name, seeds, step, "best", metric)
     head = final if params.report.primary == "final" else best
