@@ -50,3 +50,11 @@ def test_one_seed_claims_no_separation():
     text = ranking_text(frame, Beside(step=100_000, refs=[SOURCE]), "training", "final")
     assert text.endswith("[1]'s order holds for 0 of the 1 pairs it orders; with one seed a row "
                          "has no interval, so none of these orders is told apart.")
+
+
+def test_ties_are_not_ranked_and_another_step_is_named():
+    frame = _frame({"A": (0.0, 0.0, 0.0, 0.23), "B": (0.0, 0.0, 0.0, 0.25)})
+    text = ranking_text(frame, Beside(step=200_000, refs=[SOURCE]), "training", "final")
+    assert text.startswith("Ranked by training success ours at 100,000 steps per task, [1]'s at "
+                           "200,000 (mean over seeds of each run's mean over tasks at the step): "
+                           "ours A 0.000 = B 0.000; [1] B 0.25 > A 0.23.")

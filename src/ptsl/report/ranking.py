@@ -19,8 +19,13 @@ from .comparison import Beside
 
 
 def _ranked(values: Mapping[str, float], labels: Mapping[str, str], digits: int) -> str:
+    """Best first; equal values (at the shown precision) joined by ``=``, not ranked."""
     order = sorted(values, key=lambda n: -values[n])
-    return " > ".join(f"{labels[n]} {values[n]:.{digits}f}" for n in order)
+    shown = [f"{values[n]:.{digits}f}" for n in order]
+    out = f"{labels[order[0]]} {shown[0]}"
+    for i in range(1, len(order)):
+        out += f" {'=' if shown[i] == shown[i - 1] else '>'} {labels[order[i]]} {shown[i]}"
+    return out
 
 
 def ranking_text(frame: pd.DataFrame, shown: Beside, metric: str, primary: str) -> str | None:
@@ -45,7 +50,9 @@ def ranking_text(frame: pd.DataFrame, shown: Beside, metric: str, primary: str) 
     decided = [(a, b) for a, b in pairs if theirs[a] != theirs[b]]
     agree = sum((ours[a] - ours[b]) * (theirs[a] - theirs[b]) > 0 for a, b in decided)
     step = int(rows[0]["step"])
-    text = (f"Ranked by {metric} success at {step:,} steps per task ({source.statistic.short}): "
+    at = (f"at {step:,} steps per task" if step == shown.step else
+          f"ours at {step:,} steps per task, [{ref}]'s at {shown.step:,}")
+    text = (f"Ranked by {metric} success {at} ({source.statistic.short}): "
             f"ours {_ranked(ours, labels, 3)}; [{ref}] {_ranked(theirs, labels, 2)}. "
             f"[{ref}]'s order holds for {agree} of the {len(decided)} pairs it orders")
     if min(int(r["seeds"]) for r in rows) < 2:
