@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-
-from ..core.records import run_id
+from typing import Any
 
 #: The project's checkout (src/ptsl/ops/ -> the root), for the API run from anywhere.
 PROJECT_ROOT = Path(__file__).resolve().parents[3]
@@ -37,4 +36,16 @@ COMPUTE_PINS = Path("requirements/compute.txt")
 def stage_id(kind: str, experiment: str, seed: int, ptsl_group: bool) -> str:
     """The DVC stage of a run: ``train@mt10_mtsac-1``, or ``train_ptsl@...`` for the experiments
     in ``runs.ptsl`` (those reading the top-level pal_dim); ``kind`` is train or evaluate."""
+    from ..core.records import run_id
+
     return f"{kind}{'_ptsl' if ptsl_group else ''}@{run_id(experiment, seed)}"
+
+
+def __getattr__(name: str) -> Any:
+    """``run_id`` on first use: it lives in core.records, which imports pandas (about 0.4 s), so
+    the processes that never name a run (validate, check_env, the grid) start without it."""
+    if name == "run_id":
+        from ..core.records import run_id
+
+        return run_id
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
