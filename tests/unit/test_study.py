@@ -44,7 +44,10 @@ def test_shared_paths_from_a_study_folder_reach_the_project(tmp_path):
     folder = tmp_path / "studies" / "mine"
     folder.mkdir(parents=True)
     assert study.study_of(folder) == (tmp_path.resolve(), "mine")
-    assert study.shared_path(Path("data/published"), folder) == tmp_path.resolve() / "data/published"
+    shared = study.shared_path(Path("data/published"), folder)
+    assert shared == folder / "../../data/published"  # relative: reports show it
+    assert shared.resolve() == tmp_path.resolve() / "data/published"
+    assert study.shared_path(Path("data/published"), Path(".")) == Path("data/published")
     assert study.shared_path(Path("data/published"), tmp_path) == tmp_path / "data/published"
     assert study.study_of(tmp_path) is None
 

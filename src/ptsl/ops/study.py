@@ -15,6 +15,7 @@ that the committed ones match.
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import shutil
 import sys
@@ -56,9 +57,13 @@ def shared_root(path: Path | None = None) -> Path:
 
 def shared_path(path: Path, start: Path = Path(".")) -> Path:
     """``path`` (relative to the project root) as seen from ``start`` (default: the working
-    directory): ``start / path`` in the project, the project's own from a study folder."""
+    directory): ``start / path`` in the project, the project's own from a study folder, reached
+    by a relative path (``start/../../path``). Relative, because it shows in a study's reports
+    (the published sources' files), which must read the same on every machine."""
     found = study_of(start)
-    return (found[0] if found else start) / path
+    if not found:
+        return start / path
+    return start / os.path.relpath(found[0] / path, start.resolve())
 
 
 def _rewrite_path(path: str, up: str) -> str:
