@@ -173,11 +173,11 @@ def elsewhere_text(beside_: Beside, labels: dict[str, str], reached_only: bool =
         return ""
     listed = "; ".join(f"{label} ({metric} success): {', '.join(items)}"
                        for label, metric, *items in by_source.values())
-    compared = (" Where our runs reached that step, ours computed the source's way follows "
-                "in brackets." if beside_.ours_elsewhere else "")
     if reached_only:
         return (f"Published at earlier steps per task, with ours computed the source's way in "
                 f"brackets: {listed}.")
+    compared = (" Where our runs reached that step, ours computed the source's way follows "
+                "in brackets." if beside_.ours_elsewhere else "")
     return (f"Published under this protocol at other steps per task, so not in the table: "
             f"{listed}.{compared}")
 
