@@ -57,7 +57,7 @@ def test_the_block_is_the_summary_of_every_benchmark(tmp_path):
 def test_study_blocks_match_their_reports_once_they_have_them():
     """Each study block of the README is its study's summary where the study has reports, and
     is left as written (a status line) where it has none yet."""
-    from ptsl.report.readme import STUDY_BLOCK, render_study
+    from ptsl.report.readme import STUDY_BLOCK, render_study, study_time_record
 
     readme = (ROOT / "README.md").read_text()
     names = [m["name"] for m in STUDY_BLOCK.finditer(readme)]
@@ -65,7 +65,8 @@ def test_study_blocks_match_their_reports_once_they_have_them():
     for m in STUDY_BLOCK.finditer(readme):
         results = ROOT / "studies" / m["name"] / "reports" / "results.md"
         if results.is_file():
-            assert m[0] == render_study(m["name"], results.read_text()), (
+            assert m[0] == render_study(m["name"], results.read_text(),
+                                        study_time_record(ROOT, m["name"])), (
                 "README is stale: run `python -m ptsl.report.readme`")
 
 
@@ -84,3 +85,29 @@ def test_a_study_block_is_rendered_from_its_reports_and_a_pending_one_kept(tmp_p
     assert "[studies/done/reports/results.md](studies/done/reports/results.md)" in out
     assert f"{pending[0]}\n1 of 5 runs\n{pending[1]}" in out
     assert out.startswith("intro\n") and "\nmiddle\n" in out and out.endswith("end\n")
+
+
+def test_a_study_block_says_how_long_the_study_took(tmp_path):
+    """With the study's time record (python -m ptsl.ops.study time) the block ends with one line
+    of training time in all and per run, wall time and runs at once."""
+    import json
+
+    from ptsl.report.readme import study_markers, with_studies
+
+    done = study_markers("done")
+    folder = tmp_path / "studies" / "done"
+    (folder / "reports").mkdir(parents=True)
+    (folder / "reports" / "results.md").write_text(f"{SUMMARY_START}\n**T**\n{SUMMARY_END}\n")
+    runs = [{"stage": f"train@a-{i}", "finished": True, "seconds": s}
+            for i, s in enumerate((1200.0, 3000.0, 2400.0))]
+    record = {"train": runs + [{"stage": "train@a-9", "finished": False, "seconds": 60.0}],
+              "training_runs_not_in_store": ["train@b-1"], "training_seconds": 6660.0,
+              "wall_seconds": 9000.0, "most_training_runs_at_once": 2, "threads_per_run": ["1"]}
+    (folder / "time.json").write_text(json.dumps(record))
+    out = with_studies(f"{done[0]}\nrunning\n{done[1]}\n", tmp_path)
+    assert out.endswith(
+        "\n\nHow long it took ([time.json](studies/done/time.json), from the MLflow store): 3 "
+        "training runs, 1.9 h of training (20 to 50 min per run, median 40; killed attempts "
+        "and the steps a resume repeats included), 2.5 h of wall time from the first start to "
+        "the last end, pauses included, at most 2 runs at once with 1 torch thread(s) each; 1 "
+        f"more run(s) logged to another store.\n{done[1]}\n")

@@ -4,14 +4,18 @@ a link to every table, so the README shows exactly what the last pipeline run pr
 ``make repro`` runs it after ``dvc repro``; a test fails when the README is out of date.
 
 A study's summary goes between its own markers (``<!-- study NAME results:start -->`` and
-``... results:end -->``) from ``studies/NAME/reports/results.md`` once its aggregate has run;
-until then what stands between them (a status line) is left as it is."""
+``... results:end -->``) from ``studies/NAME/reports/results.md`` once its aggregate has run,
+with a line on how long it took from ``studies/NAME/time.json`` where there is one; until then
+what stands between them (a status line) is left as it is."""
 
 from __future__ import annotations
 
+import json
 import re
+import statistics
 import sys
 from pathlib import Path
+from typing import Any, Mapping
 
 from ..core.files import write_atomic
 from .markdown import SUMMARY_END, SUMMARY_START
@@ -44,16 +48,48 @@ def render(results_md: str, reports_prefix: str = "reports/",
             f"published values: [{full}]({full}).\n{markers[1]}")
 
 
-def render_study(name: str, results_md: str) -> str:
-    """Study ``name``'s README block from its reports/results.md."""
-    return render(results_md, f"studies/{name}/reports/", study_markers(name))
+def time_line(name: str, record: Mapping[str, Any]) -> str:
+    """One sentence from a study's time record (``python -m ptsl.ops.study time NAME``, its
+    studies/NAME/time.json): training time in all and per run, wall time, runs at once."""
+    done = sorted(s["seconds"] / 60 for s in record["train"] if s["finished"])
+    if not done:
+        return ""
+    elsewhere = len(record["training_runs_not_in_store"])
+    per_run = (f"{done[0]:.0f} to {done[-1]:.0f} min per run, median "
+               f"{statistics.median(done):.0f}")
+    return (f"How long it took ([time.json](studies/{name}/time.json), from the MLflow store): "
+            f"{len(done)} training runs, {record['training_seconds'] / 3600:.1f} h of training "
+            f"({per_run}; killed attempts and the steps a resume repeats included), "
+            f"{record['wall_seconds'] / 3600:.1f} h of wall time from the first start to the last "
+            f"end, pauses included, at most {record['most_training_runs_at_once']} runs at once "
+            f"with {', '.join(record['threads_per_run'])} torch thread(s) each"
+            + (f"; {elsewhere} more run(s) logged to another store" if elsewhere else "") + ".")
+
+
+def render_study(name: str, results_md: str, time_record: Mapping[str, Any] | None = None) -> str:
+    """Study ``name``'s README block from its reports/results.md, with one line from its time
+    record where it has one."""
+    block = render(results_md, f"studies/{name}/reports/", study_markers(name))
+    line = time_line(name, time_record) if time_record else ""
+    if not line:
+        return block
+    head, end = block.rsplit("\n", 1)
+    return f"{head}\n\n{line}\n{end}"
+
+
+def study_time_record(root: Path, name: str) -> dict[str, Any] | None:
+    """studies/NAME/time.json, or None where the study has none."""
+    path = root / "studies" / name / "time.json"
+    return json.loads(path.read_text()) if path.is_file() else None
 
 
 def with_studies(readme: str, root: Path) -> str:
     """``readme`` with every study block whose study has a reports/results.md rendered from it."""
     def block(m: re.Match) -> str:
         results = root / "studies" / m["name"] / "reports" / "results.md"
-        return render_study(m["name"], results.read_text()) if results.is_file() else m[0]
+        if not results.is_file():
+            return m[0]
+        return render_study(m["name"], results.read_text(), study_time_record(root, m["name"]))
 
     return STUDY_BLOCK.sub(block, readme)
 
