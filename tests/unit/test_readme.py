@@ -65,8 +65,9 @@ def test_study_blocks_match_their_reports_once_they_have_them():
     for m in STUDY_BLOCK.finditer(readme):
         results = ROOT / "studies" / m["name"] / "reports" / "results.md"
         if results.is_file():
+            timeline = (ROOT / "studies" / m["name"] / "time.png").is_file()
             assert m[0] == render_study(m["name"], results.read_text(),
-                                        study_time_record(ROOT, m["name"])), (
+                                        study_time_record(ROOT, m["name"]), timeline), (
                 "README is stale: run `python -m ptsl.report.readme`")
 
 
@@ -88,7 +89,7 @@ def test_a_study_block_is_rendered_from_its_reports_and_a_pending_one_kept(tmp_p
 
 
 def test_a_study_block_says_how_long_the_study_took(tmp_path):
-    """With the study's time record (python -m ptsl.ops.study time) the block ends with one line
+    """With the study's time record (python -m ptsl.tools.study_time) the block ends with one line
     of training time in all and per run, wall time and runs at once."""
     import json
 
@@ -104,9 +105,11 @@ def test_a_study_block_says_how_long_the_study_took(tmp_path):
               "training_runs_not_in_store": ["train@b-1"], "training_seconds": 6660.0,
               "wall_seconds": 9000.0, "most_training_runs_at_once": 2, "threads_per_run": ["1"]}
     (folder / "time.json").write_text(json.dumps(record))
+    (folder / "time.png").write_bytes(b"")
     out = with_studies(f"{done[0]}\nrunning\n{done[1]}\n", tmp_path)
     assert out.endswith(
-        "\n\nHow long it took ([time.json](studies/done/time.json), from the MLflow store): 3 "
+        "\n\nHow long it took ([time.json](studies/done/time.json), [timeline]"
+        "(studies/done/time.png), from the MLflow store): 3 "
         "training runs, 1.9 h of training (20 to 50 min per run, median 40; killed attempts "
         "and the steps a resume repeats included), 2.5 h of wall time from the first start to "
         "the last end, pauses included, at most 2 runs at once with 1 torch thread(s) each; 1 "

@@ -7,8 +7,9 @@ from __future__ import annotations
 import json
 
 import pytest
+from PIL import Image
 
-from ptsl.ops import study
+from ptsl.tools import study_time as tool
 from ptsl.ops.study_time import most_at_once, render, study_time
 
 from ..conftest import ROOT
@@ -79,9 +80,8 @@ def test_a_store_without_the_study_is_one_line_and_writes_nothing(store, tmp_pat
                                                                       capsys):
     monkeypatch.chdir(ROOT)
     monkeypatch.setenv("MLFLOW_TRACKING_URI", store)
-    out = tmp_path / "time.json"
-    assert study.main(["time", "mt10-cpu", "--out", str(out)]) == 2
-    assert not out.exists()
+    assert tool.main(["mt10-cpu", "--out", str(tmp_path / "out")]) == 2
+    assert not (tmp_path / "out").exists()
     assert capsys.readouterr().err.strip() == (
         f"error: {store}: no training run of study 'mt10-cpu' (MLflow experiment "
         "mt10-cpu/train); set MLFLOW_TRACKING_URI to the store its stages logged to")
@@ -89,10 +89,10 @@ def test_a_store_without_the_study_is_one_line_and_writes_nothing(store, tmp_pat
 
 def test_an_unknown_study_is_one_line(monkeypatch, capsys):
     monkeypatch.chdir(ROOT)
-    assert study.main(["time", "nope"]) == 2
+    assert tool.main(["nope"]) == 2
     err = capsys.readouterr().err
-    assert err == ("error: no study 'nope' (no studies/nope/params.yaml); studies here: "
-                   "mt10-cpu\n")
+    assert err == (f"error: no study 'nope' (no studies/nope/params.yaml in {ROOT}); studies "
+                   "here: mt10-cpu\n")
 
 
 def test_a_store_with_the_study_gives_its_table(store, tmp_path, monkeypatch, capsys):
@@ -104,11 +104,13 @@ def test_a_store_with_the_study_gives_its_table(store, tmp_path, monkeypatch, ca
          end=2_761_000)
     monkeypatch.chdir(ROOT)
     monkeypatch.setenv("MLFLOW_TRACKING_URI", store)
-    out = tmp_path / "time.json"
-    assert study.main(["time", "mt10-cpu", "--out", str(out)]) == 0
-    record = json.loads(out.read_text())
+    out = tmp_path / "out"
+    assert tool.main(["mt10-cpu", "--out", str(out)]) == 0
+    record = json.loads((out / "time.json").read_text())
+    with Image.open(out / "time.png") as im:  # the timeline: one finished run drawn
+        assert im.format == "PNG" and im.size[0] > 500
     assert record["training_runs_finished"] == 1 and record["training_seconds"] == 2760
     assert len(record["training_runs_not_in_store"]) == 24  # 5 rows x 5 seeds, one logged
     printed = capsys.readouterr().out
     assert "| train@mt10_mtsac-1 | yes | 46 min | 1 | 0-100,000 |" in printed
-    assert printed.endswith(f"wrote {out}\n")
+    assert printed.endswith(f"wrote {out / 'time.json'} and {out / 'time.png'}\n")

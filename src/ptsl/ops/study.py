@@ -141,19 +141,12 @@ def main(argv: list[str] | None = None) -> int:
     add.add_argument("name", help="the new study's name (a folder under studies/)")
     add.add_argument("--from", dest="source", default="mt10-cpu",
                      help="the study whose params.yaml it starts from (default: %(default)s)")
-    took = sub.add_parser("time", help="how long a study's runs took, from the MLflow store "
-                                       "(prints a table, writes studies/<name>/time.json)")
-    took.add_argument("name", help="the study (a folder under studies/)")
-    took.add_argument("--out", help="where the JSON record goes (default: "
-                                    "studies/<name>/time.json)")
     args = ap.parse_args(argv)
     root = Path.cwd()
     if not (root / "dvc.yaml").is_file():
         print(f"error: no dvc.yaml in {root}: run this from the project root", file=sys.stderr)
         return 2
     try:
-        if args.command == "time":
-            return _time(root, args.name, args.out)
         if args.command == "sync":
             changed = sync(root)
             print("\n".join(f"rewrote {p}" for p in changed) or "every study's dvc.yaml is "
@@ -165,37 +158,6 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    return 0
-
-
-def _time(root: Path, name: str, out: str | None) -> int:
-    """``time``: the study's stages as its MLflow store holds them (ptsl.ops.study_time)."""
-    from .study_time import render, study_time, write
-    from .tracking import tracking_uri
-
-    folder = root / "studies" / name
-    if not (folder / "params.yaml").is_file():
-        known = ", ".join(p.name for p in study_dirs(root)) or "none"
-        print(f"error: no study {name!r} (no studies/{name}/params.yaml); studies here: {known}",
-              file=sys.stderr)
-        return 2
-    from .params import load_params
-    from .paths import stage_id
-
-    params = load_params(folder / "params.yaml")
-    expected = [stage_id("train", e, seed, e in params.runs.ptsl)
-                for e in params.trained for seed in params.seeds]
-    uri = tracking_uri(root)
-    record = study_time(name, uri, expected).record()
-    if not record["train"]:
-        print(f"error: {uri}: no training run of study {name!r} (MLflow experiment "
-              f"{name}/train); set MLFLOW_TRACKING_URI to the store its stages logged to",
-              file=sys.stderr)
-        return 2
-    path = Path(out) if out else folder / "time.json"
-    write(record, path)
-    print(render(record), end="")
-    print(f"wrote {path}")
     return 0
 
 

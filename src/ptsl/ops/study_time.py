@@ -10,7 +10,7 @@ last logged episode (the minutes between that and the kill are not in the store)
 resume repeats (from its checkpoint to where the killed attempt had got) is counted, since it
 was spent.
 
-    python -m ptsl.ops.study time mt10-cpu      # prints the table, writes studies/mt10-cpu/time.json
+The command is ``python -m ptsl.tools.study_time NAME`` (:mod:`ptsl.tools.study_time`).
 """
 
 from __future__ import annotations

@@ -48,16 +48,19 @@ def render(results_md: str, reports_prefix: str = "reports/",
             f"published values: [{full}]({full}).\n{markers[1]}")
 
 
-def time_line(name: str, record: Mapping[str, Any]) -> str:
-    """One sentence from a study's time record (``python -m ptsl.ops.study time NAME``, its
-    studies/NAME/time.json): training time in all and per run, wall time, runs at once."""
+def time_line(name: str, record: Mapping[str, Any], figure: bool = False) -> str:
+    """One sentence from a study's time record (``python -m ptsl.tools.study_time NAME``, its
+    studies/NAME/time.json; ``figure``: its timeline, time.png, is there too): training time
+    in all and per run, wall time, runs at once."""
     done = sorted(s["seconds"] / 60 for s in record["train"] if s["finished"])
     if not done:
         return ""
     elsewhere = len(record["training_runs_not_in_store"])
     per_run = (f"{done[0]:.0f} to {done[-1]:.0f} min per run, median "
                f"{statistics.median(done):.0f}")
-    return (f"How long it took ([time.json](studies/{name}/time.json), from the MLflow store): "
+    links = f"[time.json](studies/{name}/time.json)" + (
+        f", [timeline](studies/{name}/time.png)" if figure else "")
+    return (f"How long it took ({links}, from the MLflow store): "
             f"{len(done)} training runs, {record['training_seconds'] / 3600:.1f} h of training "
             f"({per_run}; killed attempts and the steps a resume repeats included), "
             f"{record['wall_seconds'] / 3600:.1f} h of wall time from the first start to the last "
@@ -66,11 +69,12 @@ def time_line(name: str, record: Mapping[str, Any]) -> str:
             + (f"; {elsewhere} more run(s) logged to another store" if elsewhere else "") + ".")
 
 
-def render_study(name: str, results_md: str, time_record: Mapping[str, Any] | None = None) -> str:
+def render_study(name: str, results_md: str, time_record: Mapping[str, Any] | None = None,
+                 timeline: bool = False) -> str:
     """Study ``name``'s README block from its reports/results.md, with one line from its time
-    record where it has one."""
+    record where it has one (and a link to its timeline figure where ``timeline``)."""
     block = render(results_md, f"studies/{name}/reports/", study_markers(name))
-    line = time_line(name, time_record) if time_record else ""
+    line = time_line(name, time_record, timeline) if time_record else ""
     if not line:
         return block
     head, end = block.rsplit("\n", 1)
@@ -89,7 +93,8 @@ def with_studies(readme: str, root: Path) -> str:
         results = root / "studies" / m["name"] / "reports" / "results.md"
         if not results.is_file():
             return m[0]
-        return render_study(m["name"], results.read_text(), study_time_record(root, m["name"]))
+        return render_study(m["name"], results.read_text(), study_time_record(root, m["name"]),
+                            (root / "studies" / m["name"] / "time.png").is_file())
 
     return STUDY_BLOCK.sub(block, readme)
 
