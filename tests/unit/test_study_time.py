@@ -15,8 +15,10 @@ from ptsl.ops.study_time import most_at_once, render, study_time
 from ..conftest import ROOT
 
 
-def _run(client, exp_id, stage, start, rows, status=None, end=None, resumed_at=None):
-    """A run of ``stage`` started at ``start`` (ms) with ``train/success`` at (step, ms)."""
+def _run(client, exp_id, stage, start, rows, status=None, end=None, resumed_at=None,
+         orphan=False):
+    """A run of ``stage`` started at ``start`` (ms) with ``train/success`` at (step, ms);
+    ``orphan``: ended by the next attempt, as ptsl.ops.tracking.close_orphans does."""
     tags = {"dvc_stage": stage, "dvc_experiment": "workspace", "host": "box",
             "torch_threads": "1"}
     if resumed_at is not None:
@@ -26,6 +28,8 @@ def _run(client, exp_id, stage, start, rows, status=None, end=None, resumed_at=N
         client.log_metric(run.info.run_id, "train/success", 0.1, timestamp=ms, step=step)
     if status:
         client.set_terminated(run.info.run_id, status=status, end_time=end)
+    if orphan:
+        client.update_run(run.info.run_id, name=f"{stage.split('@')[1]} (killed)")
     return run.info.run_id
 
 
@@ -38,18 +42,22 @@ def store(tmp_path):
     exp = client.create_experiment("s/train")
     old = [(150, 1_060_000), (300, 1_120_000)]
     # Killed at about 1,150 s; the store knows it got to its row of 1,120 s.
-    _run(client, exp, "train@a-1", 1_000_000, old, "KILLED", end=1_900_000)
+    _run(client, exp, "train@a-1", 1_000_000, old, "KILLED", end=1_900_000, orphan=True)
     _run(client, exp, "train@a-1", 2_000_000, old + [(450, 2_100_000), (600, 2_290_000)],
          "FINISHED", end=2_300_000, resumed_at=300)
     _run(client, exp, "train@b-1", 1_050_000, [(600, 1_490_000)], "FINISHED", end=1_500_000)
     _run(client, exp, "train@c-1", 2_500_000, [(150, 2_550_000)])  # still running
+    # Stopped by SIGTERM (it ended its run itself), then a failed attempt: their own end times.
+    _run(client, exp, "train@e-1", 1_100_000, [(150, 1_150_000)], "KILLED", end=1_160_000)
+    _run(client, exp, "train@e-1", 1_200_000, [], "FAILED", end=1_210_000)
     _run(client, client.create_experiment("other/train"), "train@a-1", 1_000, [], "FINISHED",
          end=9_000_000)  # another study's
     return uri
 
 
 def test_attempts_spans_and_sums(store):
-    record = study_time("s", store, ["train@a-1", "train@b-1", "train@c-1", "train@d-1"]).record()
+    record = study_time("s", store, ["train@a-1", "train@b-1", "train@c-1", "train@d-1",
+                                     "train@e-1"]).record()
     stages = {s["stage"]: s for s in record["train"]}
     a = stages["train@a-1"]
     assert a["finished"] and a["attempts"] == 2
@@ -57,13 +65,14 @@ def test_attempts_spans_and_sums(store):
     assert [(r["resumed_at"], r["last_step"]) for r in a["runs"]] == [(0, 300), (300, 600)]
     assert stages["train@b-1"]["seconds"] == 450
     assert not stages["train@c-1"]["finished"] and stages["train@c-1"]["seconds"] == 0
+    assert stages["train@e-1"]["seconds"] == 60 + 10 and not stages["train@e-1"]["finished"]
     assert record["training_runs_finished"] == 2
-    assert record["training_runs_unfinished"] == ["train@c-1"]
+    assert record["training_runs_unfinished"] == ["train@c-1", "train@e-1"]
     assert record["training_runs_not_in_store"] == ["train@d-1"]
-    assert record["training_seconds"] == 870
+    assert record["training_seconds"] == 870 + 70
     assert record["wall_seconds"] == 1300  # 1,000 s to 2,300 s
     assert record["first_start"] == "1970-01-01T00:16:40Z"
-    assert record["most_training_runs_at_once"] == 2  # a's first attempt beside b
+    assert record["most_training_runs_at_once"] == 3  # a's first attempt beside b and e's first
     assert record["hosts"] == ["box"] and record["threads_per_run"] == ["1"]
     table = render(record)
     assert "| train@a-1 | yes | 7 min | 2 | 0-300, 300-600 |" in table

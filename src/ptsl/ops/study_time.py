@@ -5,8 +5,9 @@ its params name that the store has no run of (trained against another store).
 
 Evaluation stages are left out (their MLflow runs open only to log the results). A record of
 one machine's run, not a pipeline output: the same study elsewhere takes other
-times, so nothing here is a DVC output or changes a report. A killed attempt counts up to its
-last logged episode (the minutes between that and the kill are not in the store); the work a
+times, so nothing here is a DVC output or changes a report. An attempt killed outright counts
+up to its last logged episode (the minutes between that and the kill are not in the store; one
+stopped by Ctrl-C or SIGTERM, or failed, ended its run itself and counts to then); the work a
 resume repeats (from its checkpoint to where the killed attempt had got) is counted, since it
 was spent.
 
@@ -68,13 +69,16 @@ class StageTime:
 
 def _attempt(client: Any, run: Any) -> Attempt:
     info, tags = run.info, run.data.tags
-    end = info.end_time if info.status == "FINISHED" else None
+    # A run the next attempt found left RUNNING (its process killed outright) was ended then,
+    # renamed "<name> (killed)": its end time is that later moment, so its last row stands in.
+    orphan = info.status == "KILLED" and (info.run_name or "").endswith(" (killed)")
+    end = None if info.status == "RUNNING" or orphan else info.end_time
     last_step = int(tags.get("ptsl.resumed_at_step", 0))
     history = client.get_metric_history(info.run_id, EPISODE_METRIC)
     own = [m for m in history if m.timestamp >= info.start_time]  # a resume re-logs older rows
     if own:
         last_step = max(last_step, max(m.step for m in own))
-        if end is None and info.status != "RUNNING":
+        if orphan:
             end = max(m.timestamp for m in own)
     if info.status == "FINISHED" and history:
         last_step = max(last_step, max(m.step for m in history))
