@@ -4,12 +4,12 @@ and torch threads; for the study its wall time and how many runs ran at once; an
 its params name that the store has no run of (trained against another store).
 
 Evaluation stages are left out (their MLflow runs open only to log the results). A record of
-one machine's run, not a pipeline output: the same study elsewhere takes other
-times, so nothing here is a DVC output or changes a report. An attempt killed outright counts
-up to its last logged episode (the minutes between that and the kill are not in the store; one
-stopped by Ctrl-C or SIGTERM, or failed, ended its run itself and counts to then); the work a
-resume repeats (from its checkpoint to where the killed attempt had got) is counted, since it
-was spent.
+one machine's run, not a pipeline output: the same study elsewhere takes other times, so
+nothing here is a DVC output or changes a report. An attempt killed outright counts up to its
+last logged episode (the minutes between that and the kill are not in the store; one stopped by
+Ctrl-C or SIGTERM, or failed, ended its run itself and counts to then); the work a resume
+repeats (from its checkpoint to where the killed attempt had got) is counted, since it was
+spent.
 
 The command is ``python -m ptsl.tools.study_time NAME`` (:mod:`ptsl.tools.study_time`).
 """
