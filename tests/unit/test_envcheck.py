@@ -38,3 +38,25 @@ def test_a_local_build_tag_is_the_machine_s_business(tmp_path):
 def test_missing_requirements_file_is_one_line(tmp_path):
     with pytest.raises(EnvCheckError, match="requirements.txt not found: the pinned versions"):
         check_machine(tmp_path / "requirements.txt")
+
+
+def test_check_env_draws_the_training_seeds_task_list(tmp_path):
+    """The stage builds every benchmark from the first training seed's goal list, the one
+    training caches, so a project draws one list per benchmark (MT50's takes tens of seconds)."""
+    import os
+    import subprocess
+    import sys
+
+    from ..pipeline_project import env_for, make_project
+
+    exps = {"tiny": {"benchmark": "reach-v3", "method": "mtsac", "hidden_dim": 16,
+                     "num_layers": 2}}
+    (tmp_path / "p").mkdir()
+    root = make_project(tmp_path / "p", exps, seeds=[3, 4])
+    cache = tmp_path / "tasks"
+    env = {**env_for(root), "PTSL_TASK_CACHE": str(cache), "PTSL_TRACKING": "off"}
+    proc = subprocess.run([sys.executable, "pipeline/check_env.py"], cwd=root, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert [p.name.split("-mw")[0] for p in cache.iterdir()] == ["reach-v3-seed3"]
+    assert os.path.isfile(root / "reports" / "benchmarks.json")
