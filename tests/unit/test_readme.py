@@ -63,11 +63,11 @@ def test_study_blocks_match_their_reports_once_they_have_them():
     names = [m["name"] for m in STUDY_BLOCK.finditer(readme)]
     assert "mt10-cpu" in names
     for m in STUDY_BLOCK.finditer(readme):
-        results = ROOT / "studies" / m["name"] / "reports" / "results.md"
+        folder = ROOT / "studies" / m["name"]
+        results = folder / "reports" / "results.md"
         if results.is_file():
-            timeline = (ROOT / "studies" / m["name"] / "time.png").is_file()
-            assert m[0] == render_study(m["name"], results.read_text(),
-                                        study_time_record(ROOT, m["name"]), timeline), (
+            assert m[0] == render_study(m["name"], results.read_text(), study_time_record(folder),
+                                        (folder / "time.png").is_file()), (
                 "README is stale: run `python -m ptsl.report.readme`")
 
 

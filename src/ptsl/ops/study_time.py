@@ -73,19 +73,17 @@ def _attempt(client: Any, run: Any) -> Attempt:
     # renamed "<name> (killed)": its end time is that later moment, so its last row stands in.
     orphan = info.status == "KILLED" and (info.run_name or "").endswith(" (killed)")
     end = None if info.status == "RUNNING" or orphan else info.end_time
-    last_step = int(tags.get("ptsl.resumed_at_step", 0))
+    resumed_at = last_step = int(tags.get("ptsl.resumed_at_step", 0))
     history = client.get_metric_history(info.run_id, EPISODE_METRIC)
     own = [m for m in history if m.timestamp >= info.start_time]  # a resume re-logs older rows
     if own:
         last_step = max(last_step, max(m.step for m in own))
         if orphan:
             end = max(m.timestamp for m in own)
-    if info.status == "FINISHED" and history:
-        last_step = max(last_step, max(m.step for m in history))
     return Attempt(run_id=info.run_id, status=info.status, start_ms=info.start_time,
                    end_ms=end, host=tags.get("host", "unknown"),
                    threads=tags.get("torch_threads", "unknown"),
-                   resumed_at=int(tags.get("ptsl.resumed_at_step", 0)), last_step=last_step)
+                   resumed_at=resumed_at, last_step=last_step)
 
 
 def stage_times(client: Any, experiment: str) -> list[StageTime]:

@@ -81,20 +81,21 @@ def render_study(name: str, results_md: str, time_record: Mapping[str, Any] | No
     return f"{head}\n\n{line}\n{end}"
 
 
-def study_time_record(root: Path, name: str) -> dict[str, Any] | None:
-    """studies/NAME/time.json, or None where the study has none."""
-    path = root / "studies" / name / "time.json"
+def study_time_record(folder: Path) -> dict[str, Any] | None:
+    """A study folder's time.json, or None where the study has none."""
+    path = folder / "time.json"
     return json.loads(path.read_text()) if path.is_file() else None
 
 
 def with_studies(readme: str, root: Path) -> str:
     """``readme`` with every study block whose study has a reports/results.md rendered from it."""
     def block(m: re.Match) -> str:
-        results = root / "studies" / m["name"] / "reports" / "results.md"
+        folder = root / "studies" / m["name"]
+        results = folder / "reports" / "results.md"
         if not results.is_file():
             return m[0]
-        return render_study(m["name"], results.read_text(), study_time_record(root, m["name"]),
-                            (root / "studies" / m["name"] / "time.png").is_file())
+        return render_study(m["name"], results.read_text(), study_time_record(folder),
+                            (folder / "time.png").is_file())
 
     return STUDY_BLOCK.sub(block, readme)
 

@@ -17,6 +17,11 @@ from .figures import _colors, _save_png_atomic
 UNFINISHED_HATCH = "////"
 
 
+def _experiment(stage: str) -> str:
+    """``mt10_care`` for ``train@mt10_care-3``."""
+    return stage.split("@", 1)[1].rsplit("-", 1)[0]
+
+
 def plot_timeline(record: Mapping[str, Any], path: Path) -> None:
     """One row per training stage (in order of first start), one bar per attempt from its start
     to its end in hours since the study's first start, coloured by experiment; attempts still
@@ -24,13 +29,12 @@ def plot_timeline(record: Mapping[str, Any], path: Path) -> None:
     stages = [s for s in record["train"] if any(r["end_ms"] for r in s["runs"])]
     stages.sort(key=lambda s: min(r["start_ms"] for r in s["runs"]))
     t0 = min((r["start_ms"] for s in stages for r in s["runs"]), default=0)
-    experiments = list(dict.fromkeys(s["stage"].split("@", 1)[1].rsplit("-", 1)[0]
-                                     for s in stages))
+    experiments = list(dict.fromkeys(_experiment(s["stage"]) for s in stages))
     color = dict(zip(experiments, _colors(len(experiments))))
     fig = Figure(figsize=(9, 0.28 * len(stages) + 1.6), layout="constrained")
     ax = fig.add_subplot()
     for row, stage in enumerate(stages):
-        exp = stage["stage"].split("@", 1)[1].rsplit("-", 1)[0]
+        exp = _experiment(stage["stage"])
         for run in stage["runs"]:
             if not run["end_ms"]:
                 continue

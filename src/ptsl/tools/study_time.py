@@ -14,7 +14,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from ..ops.params import load_params
+from ..ops.params import load_params, stage_group
 from ..ops.paths import stage_id
 from ..ops.study import study_dirs
 from ..ops.study_time import render, study_time, write
@@ -36,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
               f"studies here: {known}", file=sys.stderr)
         return 2
     params = load_params(folder / "params.yaml")
-    expected = [stage_id("train", e, seed, e in params.runs.ptsl)
+    expected = [stage_id("train", e, seed, stage_group(params, e))
                 for e in params.trained for seed in params.seeds]
     uri = tracking_uri(root)
     record = study_time(args.name, uri, expected).record()
