@@ -274,8 +274,9 @@ def test_the_protocol_line_names_the_meta_world_plus_settings_only_when_set():
 
 def test_a_paper_curve_part_way_stands_under_the_table_with_ours_at_that_step(tmp_path):
     """A study stopped at 100k beside a paper's 200k curve: the values at 100k stand beside
-    ours, those at 50k are listed under the table with ours the source's way at 50k, those
-    past 100k without ours; the curves figure gets the points up to 100k."""
+    ours, those at 50k in columns of their own with ours the source's way at 50k (and in the
+    notes), those past 100k in the notes without ours; the curves figure gets the points up to
+    100k."""
     from ptsl.report.tables import published_points
 
     raw = copy.deepcopy(RAW)
@@ -294,7 +295,17 @@ def test_a_paper_curve_part_way_stands_under_the_table_with_ours_at_that_step(tm
     assert "MT-SAC 0.19 at 50,000 (ours 0.325)" in note
     assert "MT-SAC 0.32 at 150,000," in note and "MT-SAC 0.39 at 200,000," in note
     assert "ours computed the source's way follows in brackets" in note
+    header = _row(md, "row")
+    at_50k = header.index("training at 50,000, the source's statistic")
+    assert header[at_50k:at_50k + 4] == [
+        "training at 50,000, the source's statistic", "published at 50,000",
+        "training, the source's statistic", "published"]
+    assert _row(md, "MT-SAC")[at_50k:at_50k + 2] == ["0.325 [1]", "0.19 [1]"]
+    assert _row(md, "CARE+PTSL")[at_50k + 1] == "0.24 [1]"
+    # The summary's sentence on earlier steps leaves out what the table's columns show.
+    from ptsl.report.comparison import elsewhere_text
     shown = table_frame(p, p.tables["mt10_200k"], recs, PUB, np.random.default_rng(0))[2]
+    assert elsewhere_text(shown, {e: e for e in p.experiments}, reached_only=True) == ""
     points = published_points(shown, "training", 100_000)
     assert ("mt10_mtsac", 50_000, 0.19) in points and ("mt10_mtsac", 100_000, 0.23) in points
     assert max(step for _, step, _ in points) == 100_000

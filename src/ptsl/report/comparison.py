@@ -68,6 +68,28 @@ def beside(params: Params, table: TableConfig, published: Published) -> Beside:
     return out
 
 
+def earlier_columns(beside_: Beside) -> list[tuple[int, int]]:
+    """The ``(reference number, step)`` pairs a table shows in columns of their own, step by
+    step: a source beside the table, at an earlier step per task that our runs reached (a study
+    stopped at 100k beside a paper's curve at 50k and 100k)."""
+    pairs = {(beside_.refs.index(source) + 1, v.steps) for source, name, v in beside_.elsewhere
+             if source in beside_.refs and v.steps < beside_.step
+             and (source.name, name, v.steps) in beside_.ours_elsewhere}
+    return sorted(pairs, key=lambda p: (p[1], p[0]))
+
+
+def earlier_cells(beside_: Beside, ref: int, step: int, experiment: str) -> tuple[str, str]:
+    """A row's two cells of an :func:`earlier_columns` pair: ours computed the source's way at
+    that step, and the source's value there (a dash where either is missing)."""
+    source = beside_.refs[ref - 1]
+    key = (source.name, experiment, step)
+    ours = f"{_ours(beside_.ours_elsewhere[key])} [{ref}]" if key in beside_.ours_elsewhere \
+        else "—"
+    found = [v for s, name, v in beside_.elsewhere
+             if s == source and name == experiment and v.steps == step]
+    return ours, (f"{_number(found[0].value, source)} [{ref}]" if found else "—")
+
+
 def cell_text(found: list[tuple[int, PublishedValue]] | None, refs: list[PublishedSource]) -> str:
     """A published cell: ``0.39 [1]`` (several sources side by side), or a dash."""
     if not found:
@@ -159,11 +181,14 @@ def notes(beside_: Beside, params: Params, labels: dict[str, str]) -> str:
 def elsewhere_text(beside_: Beside, labels: dict[str, str], reached_only: bool = False) -> str:
     """The active protocol's values at other steps per task, source by source, each followed by
     ours computed the source's way where our runs reached that step (``reached_only``: only
-    those, as the summary lists them; empty if there is none)."""
+    those the table has no column for, as the summary lists them; empty if there is none)."""
     by_source: dict[str, list[str]] = {}
+    in_columns = earlier_columns(beside_) if reached_only else []
     for source, name, v in beside_.elsewhere:
         key = (source.name, name, v.steps)
-        if reached_only and key not in beside_.ours_elsewhere:
+        if reached_only and (key not in beside_.ours_elsewhere or (
+                source in beside_.refs
+                and (beside_.refs.index(source) + 1, v.steps) in in_columns)):
             continue
         ours = (f" (ours {_ours(beside_.ours_elsewhere[key])})"
                 if key in beside_.ours_elsewhere else "")

@@ -12,8 +12,8 @@ from typing import Any, Mapping
 import pandas as pd
 
 from ..ops.params import Params, TableConfig, preset_matches
-from .comparison import (METRICS, Beside, cell_text, elsewhere_text, mentioned, notes,
-                         ours_text, short_refs, sources_text)
+from .comparison import (METRICS, Beside, cell_text, earlier_cells, earlier_columns,
+                         elsewhere_text, mentioned, notes, ours_text, short_refs, sources_text)
 from .ranking import ranking_text
 
 #: Around the summary in results.md: what the README's results block shows (readme.py).
@@ -98,17 +98,23 @@ def table_lines(frame: pd.DataFrame, params: Params, shown: Beside) -> str:
     """The table itself as GitHub markdown: the headline metric first; per metric the IQM over
     runs x tasks and the mean over seeds of each run's mean over tasks, each with its interval
     (and the mean's std over seeds), then, where a source published that metric, ours computed
-    the source's way beside the published value; last the headline's other kind (best so far,
-    or final)."""
+    the source's way beside the published value (first at each earlier step our runs reached,
+    :func:`~ptsl.report.comparison.earlier_columns`); last the headline's other kind (best so
+    far, or final)."""
     head_metric, primary = params.report.metric, params.report.primary
     order = _metric_order(params)
     other = "best" if primary == "final" else "final"
     other_label = "best so far" if other == "best" else "final"
     with_published = [m for m in order if any(k[1] == m for k in shown.cells)]
+    earlier = {m: [(ref, step) for ref, step in earlier_columns(shown)
+                   if shown.refs[ref - 1].metric == m] for m in order}
     header, align = ["row", "parameters", "seeds"], "|---|---:|---:|"
     for m in order:
         header += [f"{m} IQM {primary} [95% CI]", f"{m} mean {primary} [95% CI] ± std"]
         align += "---|---|"
+        for _, step in earlier[m]:
+            header += [f"{m} at {step:,}, the source's statistic", f"published at {step:,}"]
+            align += "---:|---:|"
         if m in with_published:
             header += [f"{m}, the source's statistic", "published"]
             align += "---:|---:|"
@@ -118,6 +124,8 @@ def table_lines(frame: pd.DataFrame, params: Params, shown: Beside) -> str:
         cells = [r["label"], f"{r['parameters']:,}", str(r["seeds"])]
         for m in order:
             cells += [_iqm_cell(r, m), _mean_cell(r, m)]
+            for ref, step in earlier[m]:
+                cells += earlier_cells(shown, ref, step, r["experiment"])
             if m in with_published:
                 cells += [ours_text(shown, r["experiment"], m),
                           cell_text(shown.cells.get((r["experiment"], m)), shown.refs)]
