@@ -302,6 +302,9 @@ def test_a_paper_curve_part_way_stands_under_the_table_with_ours_at_that_step(tm
         "training, the source's statistic", "published"]
     assert _row(md, "MT-SAC")[at_50k:at_50k + 2] == ["0.325 [1]", "0.19 [1]"]
     assert _row(md, "CARE+PTSL")[at_50k + 1] == "0.24 [1]"
+    # The CSV carries the same two numbers.
+    assert frame.loc["mt10_mtsac", "published_training_at_50000"] == 0.19
+    assert frame.loc["mt10_mtsac", "training_as_published_at_50000"] == pytest.approx(0.325)
     # The summary's sentence on earlier steps leaves out what the table's columns show.
     from ptsl.report.comparison import elsewhere_text
     shown = table_frame(p, p.tables["mt10_200k"], recs, PUB, np.random.default_rng(0))[2]
