@@ -51,19 +51,18 @@ def test_a_study_runs_beside_the_project_with_its_own_lock_reports_and_runs(tmp_
     assert sorted(r.info.run_name for r in runs) == ["tiny_mtsac-1", "tiny_mtsac-2"]
     assert client.get_experiment_by_name("train") is None  # no run in the project's experiments
 
-    # Finished runs kept in a remote inside the checkout (docs/studies.md): a fresh clone fetches
-    # them from there and trains none again.
+    # Finished runs kept in a remote inside the checkout (docs/studies.md): on a fresh clone the
+    # grid fetches them from the remote named after the study and trains none again.
     dvc(root, "remote", "add", "tiny", "studies/tiny/remote")  # stored relative to .dvc/
     dvc(folder, "push", "-r", "tiny", "train@tiny_mtsac-1", "train@tiny_mtsac-2")
     for cmd in (["add", "-A"], ["commit", "-qm", "study runs"]):
         subprocess.run(["git", *cmd], cwd=root, check=True, capture_output=True)
     clone = tmp_path / "clone"
     subprocess.run(["git", "clone", "-q", str(root), str(clone)], check=True, capture_output=True)
-    dvc(clone / "studies" / "tiny", "fetch", "-r", "tiny", "train@tiny_mtsac-1",
-        "train@tiny_mtsac-2")
     dry = subprocess.run([sys.executable, "-m", "ptsl.ops.grid", "--study", "tiny", "--dry"],
                          cwd=clone, env=env_for(clone), capture_output=True, text=True,
                          timeout=300).stdout.splitlines()
-    assert dry[0] == "0 stale training stage(s)", dry
-    assert dry[1] == ("2 training stage(s) restored from the cache by the final dvc repro: "
+    assert dry[0] == "grid: fetching study tiny's finished runs from DVC remote 'tiny'", dry
+    assert dry[1] == "0 stale training stage(s)", dry
+    assert dry[2] == ("2 training stage(s) restored from the cache by the final dvc repro: "
                       "train@tiny_mtsac-1, train@tiny_mtsac-2")

@@ -87,6 +87,30 @@ def _dvc(root: Path, *args: str, check: bool = True) -> subprocess.CompletedProc
     return proc
 
 
+def study_remote(root: Path) -> str | None:
+    """The DVC remote that keeps study ``root``'s finished runs in the checkout: the remote named
+    after the study (docs/studies.md, ``studies/<name>/remote/``), where the project has one;
+    None for the project's own pipeline or a study without one."""
+    if root.parent.name != STUDIES:
+        return None
+    names = [line.split()[0] for line in _dvc(root, "remote", "list").stdout.splitlines()
+             if line.strip()]
+    return root.name if root.name in names else None
+
+
+def fetch_study_runs(root: Path) -> None:
+    """Bring a study's committed runs from its own remote into the DVC cache before deciding
+    what is stale, so that a fresh clone restores its finished runs instead of training them
+    again (hours each); a no-op when the cache already holds them."""
+    remote = study_remote(root)
+    if remote is None:
+        return
+    print(f"grid: fetching study {root.name}'s finished runs from DVC remote {remote!r}",
+          flush=True)
+    # The target keeps it to the study's own stages (not the project's, not in that remote).
+    _dvc(root, "fetch", "-q", "-r", remote, "dvc.yaml")
+
+
 def stale_training_stages(root: Path, groups: Sequence[str] = TRAINING_GROUPS
                           ) -> tuple[list[str], list[str]]:
     """Training stages DVC reports as changed (``dvc status --json``), in dvc.yaml order: those
@@ -540,6 +564,7 @@ def run(args: argparse.Namespace, root: Path) -> int:
     # The workers run `dvc repro --single-item`, which skips the validate stage: check here what
     # it checks, before any worker removes an output.
     validate_project(root)
+    fetch_study_runs(root)
     stages, cached = stale_training_stages(root)
     names = pipeline_stages(root) if stages or args.only else []
     if args.only:
