@@ -38,7 +38,7 @@ from typing import Any
 from .mps import MpsDaemon, MpsError
 from .paths import SCRATCH
 from .stage import USER_ERRORS
-from .study import STUDIES, study_dirs
+from .study import STUDIES, study_dirs, study_of
 from .tracking import TRACKING_ENV, close_orphans, experiment_name, prepare_store
 from .validate import validate_project
 from .workspace import (
@@ -91,11 +91,12 @@ def study_remote(root: Path) -> str | None:
     """The DVC remote that keeps study ``root``'s finished runs in the checkout: the remote named
     after the study (docs/studies.md, ``studies/<name>/remote/``), where the project has one;
     None for the project's own pipeline or a study without one."""
-    if root.parent.name != STUDIES:
+    study = study_of(root)
+    if study is None:
         return None
     names = [line.split()[0] for line in _dvc(root, "remote", "list").stdout.splitlines()
              if line.strip()]
-    return root.name if root.name in names else None
+    return study[1] if study[1] in names else None
 
 
 def fetch_study_runs(root: Path) -> None:
