@@ -78,6 +78,14 @@ def earlier_columns(beside_: Beside) -> list[tuple[int, int]]:
     return sorted(pairs, key=lambda p: (p[1], p[0]))
 
 
+def published_elsewhere(beside_: Beside, source: PublishedSource, experiment: str,
+                        step: int) -> PublishedValue | None:
+    """``source``'s value for ``experiment`` at ``step``, one of the table's values at other
+    steps (``beside_.elsewhere``), or None."""
+    return next((v for s, name, v in beside_.elsewhere
+                 if s == source and name == experiment and v.steps == step), None)
+
+
 def earlier_cells(beside_: Beside, ref: int, step: int, experiment: str) -> tuple[str, str]:
     """A row's two cells of an :func:`earlier_columns` pair: ours computed the source's way at
     that step, and the source's value there (a dash where either is missing)."""
@@ -85,9 +93,8 @@ def earlier_cells(beside_: Beside, ref: int, step: int, experiment: str) -> tupl
     key = (source.name, experiment, step)
     ours = f"{_ours(beside_.ours_elsewhere[key])} [{ref}]" if key in beside_.ours_elsewhere \
         else "—"
-    found = [v for s, name, v in beside_.elsewhere
-             if s == source and name == experiment and v.steps == step]
-    return ours, (f"{_number(found[0].value, source)} [{ref}]" if found else "—")
+    found = published_elsewhere(beside_, source, experiment, step)
+    return ours, (f"{_number(found.value, source)} [{ref}]" if found else "—")
 
 
 def cell_text(found: list[tuple[int, PublishedValue]] | None, refs: list[PublishedSource]) -> str:

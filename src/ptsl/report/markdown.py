@@ -106,8 +106,9 @@ def table_lines(frame: pd.DataFrame, params: Params, shown: Beside) -> str:
     other = "best" if primary == "final" else "final"
     other_label = "best so far" if other == "best" else "final"
     with_published = [m for m in order if any(k[1] == m for k in shown.cells)]
-    earlier = {m: [(ref, step) for ref, step in earlier_columns(shown)
-                   if shown.refs[ref - 1].metric == m] for m in order}
+    columns = earlier_columns(shown)
+    earlier = {m: [(ref, step) for ref, step in columns if shown.refs[ref - 1].metric == m]
+               for m in order}
     header, align = ["row", "parameters", "seeds"], "|---|---:|---:|"
     for m in order:
         header += [f"{m} IQM {primary} [95% CI]", f"{m} mean {primary} [95% CI] ± std"]

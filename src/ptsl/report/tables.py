@@ -22,7 +22,7 @@ import pandas as pd
 from ..core.files import swap_in, write_atomic, write_json
 from ..core.records import Metrics, run_id
 from ..ops.params import Params, TableConfig
-from .comparison import METRICS, Beside, beside, earlier_columns
+from .comparison import METRICS, Beside, beside, earlier_columns, published_elsewhere
 from .datafiles import write_data_files
 from .figures import plot_curves, plot_task_heatmap
 from .inputs import RunRecords
@@ -106,14 +106,14 @@ def table_frame(params: Params, table: TableConfig, records: RunRecords, publish
                 source.statistic.run_score, source.statistic.over_seeds)
     # The earlier steps the markdown gives columns of their own, in the CSV too (as for the
     # table's step: the first source of each metric and step).
+    columns = earlier_columns(shown)
     for row in rows:
-        for ref, at in earlier_columns(shown):
+        for ref, at in columns:
             source = shown.refs[ref - 1]
             if f"published_{source.metric}_at_{at}" in row:
                 continue
-            found = [v for s, name, v in shown.elsewhere
-                     if s == source and name == row["experiment"] and v.steps == at]
-            row[f"published_{source.metric}_at_{at}"] = found[0].value if found else None
+            found = published_elsewhere(shown, source, row["experiment"], at)
+            row[f"published_{source.metric}_at_{at}"] = found.value if found else None
             row[f"{source.metric}_as_published_at_{at}"] = shown.ours_elsewhere.get(
                 (source.name, row["experiment"], at))
     return pd.DataFrame(rows), per_task, shown
