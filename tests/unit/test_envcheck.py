@@ -58,5 +58,5 @@ def test_check_env_draws_the_training_seeds_task_list(tmp_path):
     proc = subprocess.run([sys.executable, "pipeline/check_env.py"], cwd=root, env=env,
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert [p.name.split("-mw")[0] for p in cache.iterdir()] == ["reach-v3-seed3"]
+    assert [p.name.split("-mw")[0] for p in cache.glob("*.pkl")] == ["reach-v3-seed3"]
     assert os.path.isfile(root / "reports" / "benchmarks.json")

@@ -134,3 +134,74 @@ def test_mt10_one_subenv_per_task(task_cache):
     assert all(len(g) == 50 for g in tasks.goals)
     cached = load_tasks("mt10", 1, task_cache)  # second call reads the cache
     assert cached.names == tasks.names
+
+
+def _rollout(env, goal, seed: int = 3) -> list[bytes]:
+    """Two 150-step episodes of seeded random actions: every observation, reward and info."""
+    env.seed(seed)
+    env.max_path_length = 150
+    env.set_task(goal)
+    rng = np.random.default_rng(0)
+    out = []
+    for _ in range(2):
+        obs, _ = env.reset()
+        out.append(obs.tobytes())
+        for _ in range(150):
+            obs, reward, _, _, info = env.step(rng.uniform(-1, 1, 4).astype(np.float32))
+            out.append(obs.tobytes() + np.float64(reward).tobytes()
+                       + repr(sorted(info.items())).encode())
+    return out
+
+
+def test_an_env_on_a_copied_model_steps_as_a_freshly_compiled_one(task_cache):
+    """Each task's MuJoCo model is compiled once per process and copied for every env after the
+    first (a stage's training and evaluation envs): the copy's transitions equal those of
+    Meta-World's own class, which compiles its XML, bit for bit, for every MT10 task."""
+    from metaworld.env_dict import ALL_V3_ENVIRONMENTS
+
+    from ptsl.core.envs import _compiled_model, model_sharing
+
+    tasks = load_tasks("mt10", 1, task_cache)
+    paths = set()
+    for name, goals in zip(tasks.names, tasks.goals):
+        plain = _rollout(ALL_V3_ENVIRONMENTS[name](reward_function_version="v1"), goals[0])
+        first = model_sharing(ALL_V3_ENVIRONMENTS[name])(reward_function_version="v1")
+        second = model_sharing(ALL_V3_ENVIRONMENTS[name])(reward_function_version="v1")
+        assert first.model is not second.model  # each its own copy: Meta-World edits its model
+        assert first.model is not _compiled_model(first.fullpath)
+        assert _rollout(first, goals[0]) == plain, name
+        assert _rollout(second, goals[0]) == plain, name
+        paths.add(first.fullpath)
+    # One compilation per XML file (the window and drawer tasks share theirs), none per env.
+    assert len(paths) < len(tasks.names)
+    assert _compiled_model.cache_info().currsize >= len(paths)
+
+
+def test_processes_that_need_the_same_task_list_build_it_once(tmp_path, monkeypatch):
+    """Grid workers share the task cache: two loaders of one list at once build it once (the
+    second waits for the first's file), and both get the same goals."""
+    import threading
+
+    from ptsl.core import envs
+
+    built: list[str] = []
+    real = envs._build_tasks
+
+    def counted(benchmark, seed):
+        built.append(benchmark)
+        return real(benchmark, seed)
+
+    monkeypatch.setattr(envs, "_build_tasks", counted)
+    got: list = [None, None]
+
+    def load(i: int) -> None:
+        got[i] = load_tasks("reach-v3", 5, tmp_path)
+
+    threads = [threading.Thread(target=load, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert built == ["reach-v3"]
+    assert got[0].names == got[1].names == ("reach-v3",)
+    assert [t.data for t in got[0].goals[0]] == [t.data for t in got[1].goals[0]]

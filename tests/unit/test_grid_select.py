@@ -42,3 +42,22 @@ def test_a_training_stage_is_followed_by_its_evaluation_where_the_pipeline_has_o
         "evaluate_ptsl@mt10_care_ptsl-1",)
     assert grid.evaluation_of("train@mt10_care-1", names) == ()  # none in this pipeline
     assert grid.training_stages(names) == EVERY
+
+
+def test_each_training_stage_names_the_task_list_its_run_reads():
+    from types import SimpleNamespace
+
+    params = SimpleNamespace(experiments={"mt10_mtsac": SimpleNamespace(benchmark="mt10"),
+                                          "mt50_care": SimpleNamespace(benchmark="mt50")})
+    assert grid.task_lists(["train@mt10_mtsac-1", "train@mt50_care-3", "train@mt10_mtsac-2"],
+                           params) == {"train@mt10_mtsac-1": ("mt10", 1),
+                                       "train@mt50_care-3": ("mt50", 3),
+                                       "train@mt10_mtsac-2": ("mt10", 2)}
+
+
+def test_a_task_list_that_cannot_be_built_ahead_says_why(tmp_path):
+    """The grid's early build of a task list returns the error (the stages then meet it
+    themselves, with their own message) instead of failing the stages that wait for it."""
+    assert grid._build_task_list("reach-v3", 1, str(tmp_path)) == ""
+    assert list(tmp_path.glob("reach-v3-seed1-*.pkl"))
+    assert grid._build_task_list("no-such-task-v3", 1, str(tmp_path)).startswith("ValueError")

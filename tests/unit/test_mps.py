@@ -13,6 +13,7 @@ import stat
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -227,12 +228,12 @@ def test_grid_starts_the_daemon_before_ray_and_quits_it_after(tmp_path, standin,
         events.append(f"ray.init (daemon running: {running()})")
         return Ray()
 
-    def fan_out(stage_jobs, res, retries, ray):
+    def fan_out(stage_jobs, res, retries, ray, lists, task_cache):
         jobs.extend(stage_jobs)
         events.append(f"fan_out ({res.gpus:g} GPU per run)")
         return []
 
-    replaced = {"validate_project": lambda root: None,
+    replaced = {"validate_project": lambda root: SimpleNamespace(experiments={}),
                 "stale_training_stages": lambda root: (["train@x-1"], []),
                 "pipeline_stages": lambda root: ["train@x-1", "evaluate@x-1"],
                 "uncommitted_inputs": lambda root: [], "checkout": lambda root: (root, ""),

@@ -253,16 +253,56 @@ def _started_board(ray):
     return Board.remote()
 
 
-def _task(job: StageJob, board) -> StageOutcome:
+def _task(job: StageJob, board, *lists: str) -> StageOutcome:
+    # ``lists``: the task lists its run reads, built before Ray starts this task (fan_out).
     board.start.remote(job.stage)
     return run_job(job)
 
 
-def fan_out(jobs: list[StageJob], res: Resources, retries: int, ray) -> list[StageOutcome]:
-    """Run ``jobs`` as Ray tasks; print each end and the counts as they change."""
+def task_lists(stages: Sequence[str], params: Any) -> dict[str, tuple[str, int]]:
+    """The Meta-World task list, (benchmark, seed), that each ``train@exp-seed`` stage reads."""
+    out = {}
+    for stage in stages:
+        exp, _, seed = stage.partition("@")[2].rpartition("-")
+        if exp in params.experiments and seed.isdigit():
+            out[stage] = (params.experiments[exp].benchmark, int(seed))
+    return out
+
+
+def _build_task_list(benchmark: str, seed: int, cache: str) -> str:
+    """Build one task list into the shared task cache; returns "" or why it failed (the stages
+    that read it then build it themselves, and fail there with their own message)."""
+    from ..core.envs import load_tasks
+
+    try:
+        load_tasks(benchmark, seed, Path(cache))
+    except Exception as exc:  # noqa: BLE001 - said by fan_out, met again by the stage
+        return f"{type(exc).__name__}: {exc}"
+    return ""
+
+
+def fan_out(jobs: list[StageJob], res: Resources, retries: int, ray,
+            lists: Mapping[str, tuple[str, int]] | None = None,
+            task_cache: Path | None = None) -> list[StageOutcome]:
+    """Run ``jobs`` as Ray tasks; print each end and the counts as they change.
+
+    Each task list that ``lists`` (stage -> (benchmark, seed)) names and ``task_cache`` lacks is
+    built first, once, by a task of its own, and the stages reading it start only after it: the
+    other cores take the stages that do not need it meanwhile. (Without this, two stages that
+    started together each spent the 40 s of an MT50 list building the same one.)"""
     board = _started_board(ray)
     remote = ray.remote(num_cpus=res.cpus, num_gpus=res.gpus, max_retries=retries)(_task)
-    pending = {remote.remote(job, board): job for job in jobs}
+    builds: dict[tuple[str, int], Any] = {}
+    if task_cache is not None:
+        from ..core.envs import task_cache_file
+
+        build = ray.remote(num_cpus=res.cpus, max_retries=retries)(_build_task_list)
+        for key in dict.fromkeys((lists or {}).values()):
+            if not task_cache_file(*key, task_cache).is_file():
+                builds[key] = build.remote(*key, str(task_cache))
+    needs = {job.stage: [builds[k] for k in [(lists or {}).get(job.stage)] if k in builds]
+             for job in jobs}
+    pending = {remote.remote(job, board, *needs[job.stage]): job for job in jobs}
     progress, outcomes = Progress(len(jobs)), []
     progress.show()
     try:
@@ -293,7 +333,19 @@ def fan_out(jobs: list[StageJob], res: Resources, retries: int, ray) -> list[Sta
         print(f"interrupted: {len(pending)} stage(s) cancelled; run again to go on (killed "
               "stages resume from their scratch checkpoints)", flush=True)
         raise
+    for (benchmark, seed), ref in builds.items():  # done by now: their stages have ended
+        why = _failure(ray, ref)
+        if why:
+            print(f"warning: building the {benchmark} task list of seed {seed} ahead failed "
+                  f"({why}); its stages built it themselves", flush=True)
     return outcomes
+
+
+def _failure(ray, ref) -> str:
+    try:
+        return ray.get(ref)
+    except ray.exceptions.RayError as exc:
+        return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
 
 
 def close_orphaned_runs(uri: str, stages: Sequence[str], root: Path) -> None:
@@ -564,7 +616,7 @@ def run(args: argparse.Namespace, root: Path) -> int:
         raise GridError(f"no dvc.yaml in {root}: run the grid from the project root")
     # The workers run `dvc repro --single-item`, which skips the validate stage: check here what
     # it checks, before any worker removes an output.
-    validate_project(root)
+    params = validate_project(root)
     fetch_study_runs(root)
     stages, cached = stale_training_stages(root)
     names = pipeline_stages(root) if stages or args.only else []
@@ -625,7 +677,9 @@ def run(args: argparse.Namespace, root: Path) -> int:
                       "env": _worker_env(res, tracking, mps)}
             jobs = [StageJob(stage=s, then=evaluation_of(s, names), **common) for s in stages]
             t0 = time.perf_counter()
-            outcomes = fan_out(jobs, res, args.retries, ray)
+            # The workers' task cache (PTSL_SCRATCH points them at this one's scratch folder).
+            cache = Path(os.environ.get("PTSL_TASK_CACHE") or Path(common["scratch"]) / "tasks")
+            outcomes = fan_out(jobs, res, args.retries, ray, task_lists(stages, params), cache)
             print(f"grid: fan-out {len(jobs)} stage(s) in {time.perf_counter() - t0:.0f} s",
                   flush=True)
             if tracking:

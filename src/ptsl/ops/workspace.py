@@ -11,6 +11,7 @@ is restored, not trained) and pushes its outputs and run cache there afterwards.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import socket
@@ -168,6 +169,26 @@ def _run_logged(cmd: list[str], cwd: Path, env: Mapping[str, str], log) -> int:
                 psutil.wait_procs(tree, timeout=10)
 
 
+def share_cache(ws: Path, cache: str) -> None:
+    """Point the workspace's DVC at the main workspace's cache (``dvc cache dir --local``,
+    written through DVC's config API without starting a DVC process)."""
+    from dvc.config import Config
+
+    with Config(dvc_dir=str(ws / ".dvc")).edit("local") as conf:
+        conf["cache"]["dir"] = cache
+
+
+def _up_to_date(dvc: list[str], here: Path, env: Mapping[str, str], stage: str, log) -> bool:
+    """Whether ``stage`` stands in dvc.lock with its outputs (``dvc status`` says nothing)."""
+    proc = subprocess.run([*dvc, "status", "--json", stage], cwd=here, env=dict(env),
+                          capture_output=True, text=True)
+    log.write(f"$ dvc status --json {stage}\n{proc.stdout}{proc.stderr}")
+    try:
+        return proc.returncode == 0 and not json.loads(proc.stdout or "{}")
+    except json.JSONDecodeError:
+        return False
+
+
 def run_job(job: StageJob) -> StageOutcome:
     """Run ``job.stage`` in a fresh workspace; its log is ``job.log``. The workspace is removed
     when the stage succeeds and kept for inspection when it fails."""
@@ -182,22 +203,20 @@ def run_job(job: StageJob) -> StageOutcome:
             here = ws / job.folder  # the pipeline's folder: the stage runs where its dvc.yaml is
             dvc = [sys.executable, "-m", "dvc"]
             env = _stage_env(job, ws)
-            rc = 0
             if job.cache:
-                rc = _run_logged([*dvc, "cache", "dir", "--local", job.cache], ws, env, log)
+                share_cache(ws, job.cache)
             pull = ["--pull"] if job.remote else []
-            if rc == 0:
-                rc = _run_logged([*dvc, "repro", *pull, "--single-item", job.stage], here, env,
-                                 log)
-            also: list[str] = []
-            for follower in job.then if rc == 0 else ():
-                if _run_logged([*dvc, "repro", *pull, "--single-item", follower], here, env,
-                               log) != 0:
-                    # The training stage's outputs stand; the main workspace's `dvc repro`
-                    # runs this one again and reports its error there.
-                    log.write(f"grid: {follower} failed in the worker; the fan-in runs it\n")
-                    break
-                also.append(follower)
+            # One DVC process for the stage and its followers, in this order; DVC stops at the
+            # first that fails.
+            rc = _run_logged([*dvc, "repro", *pull, "--single-item", job.stage, *job.then],
+                             here, env, log)
+            also = list(job.then) if rc == 0 else []
+            if rc != 0 and job.then and _up_to_date(dvc, here, env, job.stage, log):
+                # The training stage's outputs stand; the main workspace's `dvc repro` runs
+                # what failed after it again and reports its error there.
+                log.write(f"grid: {', '.join(job.then)} failed in the worker; the fan-in "
+                          "runs it\n")
+                rc = 0
             if rc == 0 and job.remote:
                 rc = _run_logged([*dvc, "push", "--run-cache", job.stage, *also], here, env,
                                  log)
