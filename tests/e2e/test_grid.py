@@ -49,7 +49,9 @@ def grid(project: Path, *args: str, env: dict[str, str] | None = None,
 def gridded(tmp_path_factory):
     root = make_project(tmp_path_factory.mktemp("grid"), EXPERIMENTS, seeds=SEEDS, git=True)
     t0 = time.perf_counter()
-    proc = grid(root, "--workers", "2")
+    # A task cache of its own, empty: the grid builds each seed's task list ahead of its stages.
+    cache = root.parent / "grid-task-cache"
+    proc = grid(root, "--workers", "2", env={"PTSL_TASK_CACHE": str(cache)})
     TIMINGS["grid (all stages)"] = time.perf_counter() - t0
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     return root, proc
@@ -76,6 +78,9 @@ def test_grid_trains_in_workers_and_fans_in_without_training(gridded):
         assert f"done: {stage} in " in out
         assert f"Stage '{stage}' is cached - skipping run" in out  # the final dvc repro
     assert "grid: 4 done, 0 running, 0 failed, 0 left of 4" in out
+    assert "task list" not in out  # no warning: both lists were built ahead, once each
+    lists = (root.parent / "grid-task-cache").glob("*.pkl")
+    assert sorted(p.name.split("-mw")[0] for p in lists) == ["reach-v3-seed1", "reach-v3-seed2"]
     fan_in = out[out.index("$ dvc repro"):]
     assert trained_here(fan_in) == [] and "Running stage 'aggregate'" in fan_in
     # Each worker evaluated its run after training it: the fan-in restores both.

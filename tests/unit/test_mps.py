@@ -228,7 +228,7 @@ def test_grid_starts_the_daemon_before_ray_and_quits_it_after(tmp_path, standin,
         events.append(f"ray.init (daemon running: {running()})")
         return Ray()
 
-    def fan_out(stage_jobs, res, retries, ray, lists, task_cache):
+    def fan_out(stage_jobs, res, retries, ray, *lists_and_cache):
         jobs.extend(stage_jobs)
         events.append(f"fan_out ({res.gpus:g} GPU per run)")
         return []

@@ -253,8 +253,7 @@ def _started_board(ray):
     return Board.remote()
 
 
-def _task(job: StageJob, board, *lists: str) -> StageOutcome:
-    # ``lists``: the task lists its run reads, built before Ray starts this task (fan_out).
+def _task(job: StageJob, board) -> StageOutcome:
     board.start.remote(job.stage)
     return run_job(job)
 
@@ -283,32 +282,54 @@ def _build_task_list(benchmark: str, seed: int, cache: str) -> str:
 
 def fan_out(jobs: list[StageJob], res: Resources, retries: int, ray,
             lists: Mapping[str, tuple[str, int]] | None = None,
-            task_cache: Path | None = None) -> list[StageOutcome]:
-    """Run ``jobs`` as Ray tasks; print each end and the counts as they change.
+            task_cache: Path | None = None, slots: int = 1) -> list[StageOutcome]:
+    """Run ``jobs`` as Ray tasks, in their order; print each end and the counts as they change.
 
     Each task list that ``lists`` (stage -> (benchmark, seed)) names and ``task_cache`` lacks is
-    built first, once, by a task of its own, and the stages reading it start only after it: the
-    other cores take the stages that do not need it meanwhile. (Without this, two stages that
-    started together each spent the 40 s of an MT50 list building the same one.)"""
+    built first, once, by a task of its own (without this, two stages that started together
+    each spent the 40 s of an MT50 list building the same one). While lists are being built,
+    the stages that read none of them take the free ``slots`` (runs the cluster holds at once),
+    one by one; once every list is there, Ray gets all the rest in order. (A stage handed to
+    Ray to wait for its list would start after every stage handed over before the list was
+    done: Ray starts tasks in the order they become ready.)"""
     board = _started_board(ray)
     remote = ray.remote(num_cpus=res.cpus, num_gpus=res.gpus, max_retries=retries)(_task)
+    lists = lists or {}
     builds: dict[tuple[str, int], Any] = {}
     if task_cache is not None:
         from ..core.envs import task_cache_file
 
         build = ray.remote(num_cpus=res.cpus, max_retries=retries)(_build_task_list)
-        for key in dict.fromkeys((lists or {}).values()):
+        for key in dict.fromkeys(lists.values()):
             if not task_cache_file(*key, task_cache).is_file():
                 builds[key] = build.remote(*key, str(task_cache))
-    needs = {job.stage: [builds[k] for k in [(lists or {}).get(job.stage)] if k in builds]
-             for job in jobs}
-    pending = {remote.remote(job, board, *needs[job.stage]): job for job in jobs}
+    waiting, pending, done_builds = list(jobs), {}, set()
+
+    def submit() -> None:
+        unfinished = [ref for ref in builds.values() if ref not in done_builds]
+        if unfinished:
+            building = {k for k, ref in builds.items() if ref not in done_builds}
+            free = slots - len(unfinished) - len(pending)
+            chosen = [j for j in waiting if lists.get(j.stage) not in building][:max(0, free)]
+        else:
+            chosen = list(waiting)
+        for job in chosen:
+            waiting.remove(job)
+            pending[remote.remote(job, board)] = job
+
     progress, outcomes = Progress(len(jobs)), []
     progress.show()
     try:
-        while pending:
-            ready, _ = ray.wait(list(pending), num_returns=1, timeout=2.0)
+        while pending or waiting:
+            unfinished = [ref for ref in builds.values() if ref not in done_builds]
+            if unfinished:
+                done_builds.update(ray.wait(unfinished, num_returns=len(unfinished),
+                                            timeout=0)[0])
+            submit()
+            ready, _ = ray.wait(list(pending) or unfinished, num_returns=1, timeout=2.0)
             for ref in ready:
+                if ref not in pending:  # a task list built
+                    continue
                 job = pending.pop(ref)
                 try:
                     out = ray.get(ref)
@@ -330,8 +351,8 @@ def fan_out(jobs: list[StageJob], res: Resources, retries: int, ray,
     except KeyboardInterrupt:
         for ref in pending:
             ray.cancel(ref)  # the task's finally stops its dvc process group
-        print(f"interrupted: {len(pending)} stage(s) cancelled; run again to go on (killed "
-              "stages resume from their scratch checkpoints)", flush=True)
+        print(f"interrupted: {len(pending) + len(waiting)} stage(s) cancelled; run again to go "
+              "on (killed stages resume from their scratch checkpoints)", flush=True)
         raise
     for (benchmark, seed), ref in builds.items():  # done by now: their stages have ended
         why = _failure(ray, ref)
@@ -679,7 +700,11 @@ def run(args: argparse.Namespace, root: Path) -> int:
             t0 = time.perf_counter()
             # The workers' task cache (PTSL_SCRATCH points them at this one's scratch folder).
             cache = Path(os.environ.get("PTSL_TASK_CACHE") or Path(common["scratch"]) / "tasks")
-            outcomes = fan_out(jobs, res, args.retries, ray, task_lists(stages, params), cache)
+            slots = math.floor(total.get("CPU", 1) / res.cpus)
+            if res.gpus:
+                slots = min(slots, math.floor(total.get("GPU", 0) / res.gpus))
+            outcomes = fan_out(jobs, res, args.retries, ray, task_lists(stages, params), cache,
+                               max(1, slots))
             print(f"grid: fan-out {len(jobs)} stage(s) in {time.perf_counter() - t0:.0f} s",
                   flush=True)
             if tracking:
