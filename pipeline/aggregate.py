@@ -15,7 +15,6 @@ from ptsl.ops.stage import run_stage
 from ptsl.ops.tracking import start_run
 from ptsl.report.inputs import Published, collect
 from ptsl.report.rollouts import collect_videos
-from ptsl.report.tables import write_reports
 
 
 def main() -> None:
@@ -31,6 +30,8 @@ def main() -> None:
     videos = collect_videos(params, VIDEOS)
     # A study reads the project's published numbers and pins.
     published = Published.load(shared_path(PUBLISHED))
+    from ptsl.report.tables import write_reports  # the plotting libraries: once inputs are good
+
     written = write_reports(params, records, published, Path(args.out), videos,
                             pinned_versions(shared_path(COMPUTE_PINS)))
     with start_run("aggregate", "aggregate", stage="aggregate") as tracker:

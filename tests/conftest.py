@@ -13,6 +13,10 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # Unit tests run without MLflow; the end-to-end test switches it back on with its own store.
 os.environ.setdefault("PTSL_TRACKING", "off")
+# DVC reports usage from a daemon process after each command unless told not to (the project's
+# .dvc/config says `analytics = false`; the test projects are made with `dvc init`): about 0.4 s
+# of a core per command, some 150 times a run.
+os.environ.setdefault("DVC_NO_ANALYTICS", "1")
 
 # One torch thread in the test process: on a busy 2-core machine torch's worker threads spin and
 # slow small-batch tests by an order of magnitude. (Stage subprocesses keep torch's default.)
