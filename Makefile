@@ -66,7 +66,7 @@ budget-%: install
 protocol-%: install
 	python -m ptsl.ops.protocol $*
 
-# Everything CI checks, on every core (pytest-xdist): about 11 minutes on 2 cores after the
+# Everything CI checks, on every core (pytest-xdist): about 9 minutes on 2 cores after the
 # install; the unit tests alone take about 2 minutes (make test-unit). Under xdist a file's tests
 # stay on one worker (--dist loadfile), so the project a module fixture builds (a DVC pipeline
 # run) is built once; files go out in the order tests/conftest.py gives (slowest first), since
