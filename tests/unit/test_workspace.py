@@ -28,6 +28,11 @@ def _project(root: Path, evaluation_exit: int) -> str:
     for cmd in (["git", "init", "-q"], [sys.executable, "-m", "dvc", "init", "-q"]):
         subprocess.run(cmd, cwd=root, check=True, capture_output=True)
     (root / "dvc.yaml").write_text(spec)
+    return _commit(root)
+
+
+def _commit(root: Path) -> str:
+    """Commit everything; returns the commit."""
     for cmd in (["git", "add", "-A"], ["git", "-c", "user.name=t", "-c", "user.email=t@t",
                                        "commit", "-qm", "p"]):
         subprocess.run(cmd, cwd=root, check=True, capture_output=True)
@@ -66,11 +71,6 @@ def test_a_stage_that_fails_fails_the_job(tmp_path):
     spec = yaml.safe_load((root / "dvc.yaml").read_text())
     spec["stages"]["train"]["cmd"] = f"{sys.executable} -c \"import sys; sys.exit(4)\""
     (root / "dvc.yaml").write_text(yaml.safe_dump(spec))
-    for cmd in (["git", "add", "-A"], ["git", "-c", "user.name=t", "-c", "user.email=t@t",
-                                       "commit", "-qm", "broken"]):
-        subprocess.run(cmd, cwd=root, check=True, capture_output=True)
-    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, check=True,
-                            capture_output=True, text=True).stdout.strip()
-    out = run_job(_job(root, commit))
+    out = run_job(_job(root, _commit(root)))
     assert not out.ok and out.also == ()
     assert "failed in the worker" not in Path(out.log).read_text()

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from .mps import MpsDaemon, MpsError
-from .paths import SCRATCH
+from .paths import SCRATCH, task_cache_dir
 from .stage import USER_ERRORS
 from .study import STUDIES, study_dirs, study_of
 from .tracking import TRACKING_ENV, close_orphans, experiment_name, prepare_store
@@ -303,13 +303,11 @@ def fan_out(jobs: list[StageJob], res: Resources, retries: int, ray,
         for key in dict.fromkeys(lists.values()):
             if not task_cache_file(*key, task_cache).is_file():
                 builds[key] = build.remote(*key, str(task_cache))
-    waiting, pending, done_builds = list(jobs), {}, set()
+    waiting, pending = list(jobs), {}
 
-    def submit() -> None:
-        unfinished = [ref for ref in builds.values() if ref not in done_builds]
-        if unfinished:
-            building = {k for k, ref in builds.items() if ref not in done_builds}
-            free = slots - len(unfinished) - len(pending)
+    def submit(building: Mapping[tuple[str, int], Any]) -> None:
+        if building:
+            free = slots - len(building) - len(pending)
             chosen = [j for j in waiting if lists.get(j.stage) not in building][:max(0, free)]
         else:
             chosen = list(waiting)
@@ -321,12 +319,12 @@ def fan_out(jobs: list[StageJob], res: Resources, retries: int, ray,
     progress.show()
     try:
         while pending or waiting:
-            unfinished = [ref for ref in builds.values() if ref not in done_builds]
-            if unfinished:
-                done_builds.update(ray.wait(unfinished, num_returns=len(unfinished),
-                                            timeout=0)[0])
-            submit()
-            ready, _ = ray.wait(list(pending) or unfinished, num_returns=1, timeout=2.0)
+            # The lists still being built (each ref's state asked of Ray, without waiting).
+            building = {key: ref for key, ref in builds.items()
+                        if not ray.wait([ref], timeout=0)[0]}
+            submit(building)
+            ready, _ = ray.wait(list(pending) or list(building.values()), num_returns=1,
+                                timeout=2.0)
             for ref in ready:
                 if ref not in pending:  # a task list built
                     continue
@@ -334,9 +332,8 @@ def fan_out(jobs: list[StageJob], res: Resources, retries: int, ray,
                 try:
                     out = ray.get(ref)
                 except ray.exceptions.RayError as exc:  # the worker died or was killed
-                    first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
                     out = StageOutcome(job.stage, -1, str(job.log), "?", 0.0,
-                                       f"{type(exc).__name__}: {first}")
+                                       f"{type(exc).__name__}: {_first_line(exc)}")
                 outcomes.append(out)
                 progress.running.discard(job.stage)
                 if out.ok:
@@ -366,7 +363,12 @@ def _failure(ray, ref) -> str:
     try:
         return ray.get(ref)
     except ray.exceptions.RayError as exc:
-        return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        return _first_line(exc) or type(exc).__name__
+
+
+def _first_line(exc: Exception) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else ""
 
 
 def close_orphaned_runs(uri: str, stages: Sequence[str], root: Path) -> None:
@@ -699,7 +701,7 @@ def run(args: argparse.Namespace, root: Path) -> int:
             jobs = [StageJob(stage=s, then=evaluation_of(s, names), **common) for s in stages]
             t0 = time.perf_counter()
             # The workers' task cache (PTSL_SCRATCH points them at this one's scratch folder).
-            cache = Path(os.environ.get("PTSL_TASK_CACHE") or Path(common["scratch"]) / "tasks")
+            cache = task_cache_dir(Path(common["scratch"]))
             slots = math.floor(total.get("CPU", 1) / res.cpus)
             if res.gpus:
                 slots = min(slots, math.floor(total.get("GPU", 0) / res.gpus))

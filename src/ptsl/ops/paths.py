@@ -13,6 +13,12 @@ import os
 from pathlib import Path
 from typing import Any
 
+
+def task_cache_dir(scratch: Path) -> Path:
+    """The Meta-World task cache of a process whose scratch folder is ``scratch``."""
+    return Path(os.environ.get("PTSL_TASK_CACHE") or Path(scratch) / "tasks")
+
+
 #: The project's checkout (src/ptsl/ops/ -> the root), for the API run from anywhere.
 PROJECT_ROOT = Path(__file__).resolve().parents[3]
 PROJECT_PARAMS = PROJECT_ROOT / "params.yaml"
@@ -22,7 +28,7 @@ VIDEOS = Path("data/videos")      # evaluate outputs: <exp>-<seed>/{<task>.gif,<
 REPORTS = Path("reports")
 SCRATCH = Path(os.environ.get("PTSL_SCRATCH") or ".scratch")  # ignored: resume checkpoints, task cache
 RESUME = SCRATCH / "resume"
-TASK_CACHE = Path(os.environ.get("PTSL_TASK_CACHE") or SCRATCH / "tasks")
+TASK_CACHE = task_cache_dir(SCRATCH)
 PUBLISHED = Path("data/published")  # published numbers with their provenance, a file per source
 EMBEDDINGS = Path("data/task_embeddings/metaworld-mt50.json")  # CARE's task descriptions
 # The validate stage's output (constant content, in git): every other stage depends on it, so
