@@ -254,13 +254,14 @@ print(" ".join(sorted(files)))
 
 
 @pytest.mark.parametrize("exp, most", [
-    ({"method": "mtsac", "hidden_dim": 32, "num_layers": 2}, 7),
-    ({"method": "care_ptsl", "hidden_dim": 32, "num_layers": 2, "pal_dim": 8}, 10),
+    ({"method": "mtsac", "hidden_dim": 32, "num_layers": 2}, 8),
+    ({"method": "care_ptsl", "hidden_dim": 32, "num_layers": 2, "pal_dim": 8}, 11),
 ])
 def test_one_cpu_training_step_runs_few_files_and_none_of_the_gpu_path(exp, most, task_cache):
     """The code one training step runs on CPU (act, update, environment step, store), traced:
     none of it in core/cuda (which is not even imported), and few files to read: the loop, the
-    environments, the agent, the buffer, the fault points and the method's networks."""
+    environments, the agent and its optimiser, the buffer, the fault points and the method's
+    networks."""
     import subprocess
     import sys
 

@@ -24,6 +24,7 @@ from .buffer import Batch
 from .config import SACConfig
 from .errors import TrainingDiverged
 from .nets.task_index import TaskIndex
+from .optim import Adam
 
 
 @contextlib.contextmanager
@@ -199,7 +200,7 @@ class MultiTaskSAC(nn.Module):
         #: capturable (step counters on the device) is switched on by the CUDA path before the
         #: first update.
         self.adam_options: dict[str, bool] = {"fused": True, "capturable": False}
-        self._optimizers: dict[str, torch.optim.Adam] | None = None
+        self._optimizers: dict[str, Adam] | None = None
         #: Counts :meth:`load_training_state` calls: a captured update made before a load would
         #: keep updating the replaced optimizer moments, so it re-captures when this changes.
         self.state_version = 0
@@ -208,37 +209,37 @@ class MultiTaskSAC(nn.Module):
     def device(self) -> torch.device:
         return self.log_alpha.device
 
-    def optimizers(self) -> dict[str, torch.optim.Adam]:
+    def optimizers(self) -> dict[str, Adam]:
         """Adam for each parameter group (actor, critic, alpha, and task_encoder where there is
-        one), built on first use: an agent loaded to act or evaluate never builds them, as
-        building the first torch optimizer imports torch._dynamo (about two seconds)."""
+        one), built on first use: an agent loaded to act or evaluate never needs them.
+        :class:`ptsl.core.optim.Adam` is torch's Adam without torch.compile's import."""
         if self._optimizers is None:
             sac, adam = self.sac, self.adam_options
             if self.device.type == "meta":  # no fused kernel there (the GPU path's CPU tests)
                 adam = {**adam, "fused": False, "foreach": True}
-            opts = {"actor": torch.optim.Adam(self._actor_params, lr=sac.actor_lr, **adam),
-                    "critic": torch.optim.Adam(self.critic.parameters(), lr=sac.critic_lr, **adam),
-                    "alpha": torch.optim.Adam([self.log_alpha], lr=sac.alpha_lr, **adam)}
+            opts = {"actor": Adam(self._actor_params, lr=sac.actor_lr, **adam),
+                    "critic": Adam(self.critic.parameters(), lr=sac.critic_lr, **adam),
+                    "alpha": Adam([self.log_alpha], lr=sac.alpha_lr, **adam)}
             if self.task_encoder is not None:
-                opts["task_encoder"] = torch.optim.Adam(self.task_encoder.parameters(),
-                                                        lr=sac.task_encoder_lr, **adam)
+                opts["task_encoder"] = Adam(self.task_encoder.parameters(),
+                                            lr=sac.task_encoder_lr, **adam)
             self._optimizers = opts
         return self._optimizers
 
     @property
-    def actor_opt(self) -> torch.optim.Adam:
+    def actor_opt(self) -> Adam:
         return self.optimizers()["actor"]
 
     @property
-    def critic_opt(self) -> torch.optim.Adam:
+    def critic_opt(self) -> Adam:
         return self.optimizers()["critic"]
 
     @property
-    def alpha_opt(self) -> torch.optim.Adam:
+    def alpha_opt(self) -> Adam:
         return self.optimizers()["alpha"]
 
     @property
-    def task_encoder_opt(self) -> torch.optim.Adam | None:
+    def task_encoder_opt(self) -> Adam | None:
         return self.optimizers().get("task_encoder")
 
     def alpha(self, task: TaskIndex) -> torch.Tensor:
