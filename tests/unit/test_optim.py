@@ -77,18 +77,13 @@ def test_training_imports_no_dynamo_where_torchs_adam_does():
     code = """
 import sys
 import torch
-from ptsl.core.buffer import Batch
-from ptsl.core.builders import Shapes, build_agent
 from ptsl.core.benchmarks import benchmark_tasks
-from ptsl.ops.params import parse_params, run_config
-import yaml
-params = parse_params(yaml.safe_load(open("params.yaml")))
-agent = build_agent(run_config(params, "mt10_care", 1), Shapes(39, 4, 10),
+from ptsl.core.builders import Shapes, build_agent
+from ptsl.ops.params import load_params, run_config
+from tests.helpers import random_batch
+agent = build_agent(run_config(load_params("params.yaml"), "mt10_care", 1), Shapes(39, 4, 10),
                     benchmark_tasks("mt10"))
-g = torch.Generator().manual_seed(0)
-batch = Batch(obs=torch.randn(32, 39, generator=g), action=torch.rand(32, 4, generator=g) - 0.5,
-              reward=torch.randn(32, 1, generator=g), next_obs=torch.randn(32, 39, generator=g),
-              not_done=torch.ones(32, 1), task=torch.arange(32) % 10)
+batch = random_batch(32, seed=0, obs_dim=39, num_tasks=10)
 agent.update(batch)
 agent.load_training_state(agent.training_state())
 agent.update(batch)
