@@ -101,7 +101,7 @@ def test_an_unknown_study_is_one_line(monkeypatch, capsys):
     assert tool.main(["nope"]) == 2
     err = capsys.readouterr().err
     assert err == (f"error: no study 'nope' (no studies/nope/params.yaml in {ROOT}); studies "
-                   "here: mt10-cpu\n")
+                   "here: mt10-b1280, mt10-cpu\n")
 
 
 def test_a_store_with_the_study_gives_its_table(store, tmp_path, monkeypatch, capsys):
