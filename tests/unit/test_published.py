@@ -20,8 +20,8 @@ from ..conftest import ROOT
 FOLDER = ROOT / PUBLISHED
 SOURCE = yaml.safe_load((FOLDER / "care_paper.yaml").read_text())
 
-REQUIRED = ["label", "citation", "protocol", "metric", "statistic", "seeds", "steps_per_task",
-            "obtained", "values",
+REQUIRED = ["label", "citation", "protocol", "metric", "statistic", "seeds", "runs", "settings",
+            "steps_per_task", "obtained", "values", "runs.kind", "runs.why",
             *[f"protocol.{k}" for k in ("preset", "environment", "env_version",
                                         "reward_version", "episode_length", "goals",
                                         "evaluation")],
@@ -81,6 +81,43 @@ def test_the_project_sources_load_with_their_provenance():
     assert {s.protocol.preset for s in published.sources} == {"reference", "metaworld-plus"}
     assert all(s.protocol.env_version == "v3" for s in published.sources
                if s.protocol.preset == "metaworld-plus")
+    # Whether the seeds were separate runs (reference Q10): the PTSL launcher as published makes
+    # a command's seeds one run; its MT10 MT-SAC+PTSL 1M runs most likely were.
+    assert {n: s.runs.kind for n, s in by.items()} == {
+        "care_paper": "separate", "ptsl_figure": "uncertain", "scaling_baselines": "separate",
+        "scaling_mt10_curves": "separate"}
+    fig_values = {(v.benchmark, v.method, v.steps, tuple(v.match.items())): v for v in fig.values}
+    sac_ptsl_1m = fig_values[("mt10", "sac_ptsl", 1000000, ())]
+    assert fig.runs_of(sac_ptsl_1m).kind == "likely one" and fig.runs_of(sac_ptsl_1m).maybe_one
+    assert fig.runs_of(fig_values[("mt10", "care", 200000, ())]).kind == "uncertain"
+    assert not by["care_paper"].runs.maybe_one
+
+
+def test_each_source_states_its_runs_settings_and_a_value_overrides_them_key_by_key():
+    by = {s.name: s for s in Published.load(FOLDER).sources}
+    fig = by["ptsl_figure"]
+    values = {(v.benchmark, v.method, v.steps, tuple(v.match.items())): v for v in fig.values}
+    # The README's commands: batch 1,280, width 400, rank 50 on MT10...
+    assert fig.settings_of(values[("mt10", "mtsac", 200000, (("task_onehot", False),))]) == {
+        "hidden_dim": 400, "batch_size": 1280, "pal_dim": 50}
+    # ... CARE+PTSL and MT-SAC+PTSL at their matched widths, rank 32 on MT50.
+    assert fig.settings_of(values[("mt10", "care_ptsl", 200000, (("num_layers", 3),))])[
+        "hidden_dim"] == 326
+    assert fig.settings_of(values[("mt10", "care_ptsl", 200000, (("num_layers", 2),))])[
+        "hidden_dim"] == 400
+    assert fig.settings_of(values[("mt10", "sac_ptsl", 1000000, ())])["hidden_dim"] == 367
+    assert fig.settings_of(values[("mt50", "sac_ptsl", 1000000, ())]) == {
+        "hidden_dim": 325, "batch_size": 1280, "pal_dim": 32}
+    # A null in a value's settings: not stated for it (Soft Modularization's width; the MT50
+    # CARE+PTSL 200k command and configs file disagree).
+    assert fig.settings_of(values[("mt10", "softmod", 200000, ())])["hidden_dim"] is None
+    assert fig.settings_of(values[("mt50", "care_ptsl", 200000, (("num_layers", 3),))]) == {
+        "hidden_dim": None, "batch_size": 1280, "pal_dim": None}
+    # The parameter-scaling paper's multi-head run is 800 wide; the CARE paper states none.
+    curves = by["scaling_mt10_curves"]
+    mh = next(v for v in curves.values if v.method == "mhsac")
+    assert curves.settings_of(mh) == {"hidden_dim": 800, "batch_size": 1280, "pal_dim": None}
+    assert set(by["care_paper"].settings_of(by["care_paper"].values[0]).values()) == {None}
 
 
 @pytest.mark.parametrize("field", REQUIRED)
@@ -116,6 +153,13 @@ def test_a_missing_field_is_named(tmp_path, field):
     ("values[0].match", {"width": 400}, "values[0].match.width: unknown experiment field"),
     ("values[0].match", {"num_layers": "3"}, "values[0].match.num_layers: '3' is not a value"),
     ("values[0].colour", "red", "values[0].colour: unknown key"),
+    ("runs.kind", "maybe", "runs.kind: unknown value 'maybe'; allowed: separate, one, likely one, "
+                           "uncertain"),
+    ("runs", "separate", "runs: expected a mapping, got 'separate'"),
+    ("settings", {"width": 400}, "settings.width: unknown key"),
+    ("settings", {"hidden_dim": 0}, "settings.hidden_dim: must be >= 1, got 0"),
+    ("values[0].settings", {"batch": 1280}, "values[0].settings.batch: unknown key"),
+    ("values[0].runs", {"kind": "one"}, "values[0].runs.why: missing required key"),
     ("url", "x", "url: unknown key"),
 ])
 def test_a_malformed_field_is_named(tmp_path, field, value, says):

@@ -6,14 +6,21 @@ measured under the active protocol (``params.protocol``) at the step per task th
 for (``report.published_steps``). Values of the active protocol at a step no table stands for
 (2M steps per task) are listed under the table, not beside ours; sources of another protocol are
 named once per table with their protocol (docs/statistics.md).
+
+Beside a published number that may be one run's (its source's ``runs``: the PTSL launcher as
+published turns a command's seeds into one run, reference Q10) ours is followed by the range of
+our seeds' values; and the notes name, row by row, the settings (width, batch, rank) in which
+the source's runs differ from ours.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..core.benchmarks import num_tasks
+from ..core.methods import method
 from ..ops.params import Params, TableConfig
-from .published import Metric, Published, PublishedSource, PublishedValue
+from .published import SETTING_KEYS, Metric, Published, PublishedSource, PublishedValue
 
 METRICS: tuple[Metric, ...] = ("evaluation", "training")
 
@@ -27,7 +34,10 @@ class Beside:
     active protocol's values at other steps, and ``ours_elsewhere[(source name, experiment,
     step)]`` ours computed the source's way at such a step where our runs reached it (a study
     stopped at 100k beside a paper's curve at 50k); ``inactive`` the sources of these rows
-    measured under another protocol."""
+    measured under another protocol. ``ranges`` and ``ranges_elsewhere`` (same keys as
+    ``ours`` and ``ours_elsewhere``) hold the lowest and highest of our runs' values where there
+    are two or more; ``settings[(source name, experiment)]`` the settings in which that source's
+    runs of the row differ from ours, ``(key, theirs, ours)``."""
 
     step: int
     cells: dict[tuple[str, str], list[tuple[int, PublishedValue]]] = field(default_factory=dict)
@@ -36,6 +46,45 @@ class Beside:
     elsewhere: list[tuple[PublishedSource, str, PublishedValue]] = field(default_factory=list)
     ours_elsewhere: dict[tuple[str, str, int], float | None] = field(default_factory=dict)
     inactive: list[PublishedSource] = field(default_factory=list)
+    ranges: dict[tuple[str, str, int], tuple[float, float]] = field(default_factory=dict)
+    ranges_elsewhere: dict[tuple[str, str, int], tuple[float, float]] = field(
+        default_factory=dict)
+    settings: dict[tuple[str, str], list[tuple[str, int, int]]] = field(default_factory=dict)
+
+    def ref_of(self, source: PublishedSource) -> int | None:
+        """The reference number of ``source`` beside this table (None: not beside it)."""
+        return self.refs.index(source) + 1 if source in self.refs else None
+
+
+#: How each kind of ``runs`` reads in a note.
+RUNS_TEXT = {"separate": "separate runs", "one": "one run", "likely one": "most likely one run",
+             "uncertain": "possibly one run"}
+#: How each setting reads in a note.
+SETTING_TEXT = {"hidden_dim": "hidden_dim", "batch_size": "batch size", "pal_dim": "pal_dim"}
+
+
+def our_settings(params: Params, experiment: str) -> dict[str, int | None]:
+    """A row's settings as a source states its own: width, batch over all tasks, and the PTSL
+    rank of a PTSL row (None for the others)."""
+    exp = params.experiments[experiment]
+    ptsl = method(exp.method).ptsl
+    return {"hidden_dim": exp.hidden_dim,
+            "batch_size": params.sac.totals(num_tasks(exp.benchmark)).batch_size,
+            "pal_dim": (exp.pal_dim or params.pal_dim) if ptsl else None}
+
+
+def setting_differences(params: Params, experiment: str, source: PublishedSource,
+                        value: PublishedValue) -> list[tuple[str, int, int]]:
+    """The settings the source states for ``value`` that differ from the row's, as
+    ``(key, theirs, ours)``: ``[("hidden_dim", 400, 128), ("batch_size", 1280, 128)]``."""
+    ours, theirs = our_settings(params, experiment), source.settings_of(value)
+    return [(k, theirs[k], ours[k]) for k in SETTING_KEYS
+            if theirs[k] is not None and ours[k] is not None and theirs[k] != ours[k]]
+
+
+def _setting(diff: tuple[str, int, int]) -> str:
+    key, theirs, ours = diff
+    return f"{SETTING_TEXT[key]} {theirs:,} (ours {ours:,})"
 
 
 def published_step(params: Params, table: TableConfig) -> int:
@@ -55,7 +104,11 @@ def beside(params: Params, table: TableConfig, published: Published) -> Beside:
                 if source.protocol.preset != params.protocol:
                     if source not in out.inactive:
                         out.inactive.append(source)
-                elif value.steps != out.step:
+                    continue
+                # The same runs at every step: their settings once per source and row.
+                out.settings.setdefault((source.name, name),
+                                        setting_differences(params, name, source, value))
+                if value.steps != out.step:
                     if value.steps not in table_steps:
                         out.elsewhere.append((source, name, value))
                 else:
@@ -91,9 +144,11 @@ def earlier_cells(beside_: Beside, ref: int, step: int, experiment: str) -> tupl
     that step, and the source's value there (a dash where either is missing)."""
     source = beside_.refs[ref - 1]
     key = (source.name, experiment, step)
-    ours = f"{_ours(beside_.ours_elsewhere[key])} [{ref}]" if key in beside_.ours_elsewhere \
-        else "—"
     found = published_elsewhere(beside_, source, experiment, step)
+    spread = beside_.ranges_elsewhere.get(key) if found and source.runs_of(found).maybe_one \
+        else None
+    ours = (f"{_ours(beside_.ours_elsewhere[key])}{_range(spread)} [{ref}]"
+            if key in beside_.ours_elsewhere else "—")
     return ours, (f"{_number(found.value, source)} [{ref}]" if found else "—")
 
 
@@ -110,12 +165,21 @@ def ours_text(beside_: Beside, experiment: str, metric: str) -> str:
     found = beside_.cells.get((experiment, metric))
     if not found:
         return "—"
-    return ", ".join(f"{_ours(beside_.ours.get((experiment, metric, ref)))} [{ref}]"
-                     for ref, _ in found)
+    cells = []
+    for ref, v in found:
+        key = (experiment, metric, ref)
+        spread = beside_.ranges.get(key) if beside_.refs[ref - 1].runs_of(v).maybe_one else None
+        cells.append(f"{_ours(beside_.ours.get(key))}{_range(spread)} [{ref}]")
+    return ", ".join(cells)
 
 
 def _ours(x: float | None) -> str:
     return "—" if x is None else f"{x:.3f}"
+
+
+def _range(spread: tuple[float, float] | None) -> str:
+    """Our seeds' lowest and highest value after our number: `` (0.210–0.300)``."""
+    return "" if spread is None else f" ({spread[0]:.3f}–{spread[1]:.3f})"
 
 
 def _number(x: float, source: PublishedSource) -> str:
@@ -167,10 +231,14 @@ def notes(beside_: Beside, params: Params, labels: dict[str, str]) -> str:
                                 for name, v in shown if v.note)
         lines.append(
             f"[{ref}] {source.label} (`{source.file}`): {source.metric} success, "
-            f"{source.statistic.text}; {_seeds(source, [v for _, v in shown])}; "
-            f"{_obtained(source)}; protocol {protocol_text(source)}. Beside it, ours the same "
-            f"way: {source.statistic.short} ({source.metric} success)."
-            + (f" Notes: {value_notes}." if value_notes else ""))
+            f"{source.statistic.text}; {_seeds(source, [v for _, v in shown])}, "
+            f"{_runs_text(source, shown, labels)}; {_obtained(source)}; protocol "
+            f"{protocol_text(source)}. Beside it, ours the same way: {source.statistic.short} "
+            f"({source.metric} success)"
+            + (", then in brackets the lowest and highest of our seeds' values, where one run "
+               "of ours falls" if _ranged(beside_, ref) else "") + "."
+            + (f" Notes: {value_notes}." if value_notes else "")
+            + _settings_text(beside_, source, labels))
     if beside_.elsewhere:
         lines.append(elsewhere_text(beside_, labels))
     if beside_.inactive:
@@ -185,6 +253,64 @@ def notes(beside_: Beside, params: Params, labels: dict[str, str]) -> str:
     return "\n".join([head, "", *[f"- {line}" for line in lines]]) + "\n"
 
 
+def _runs_text(source: PublishedSource, shown: list[tuple[str, PublishedValue]],
+               labels: dict[str, str]) -> str:
+    """Whether the shown values' seeds were separate runs, and why: once if they agree, row by
+    row if not."""
+    groups: dict[tuple[str, str], list[str]] = {}
+    for name, v in shown:
+        names = groups.setdefault((source.runs_of(v).kind, source.runs_of(v).why), [])
+        if labels[name] not in names:
+            names.append(labels[name])
+    if len(groups) <= 1:
+        kind, why = next(iter(groups), (source.runs.kind, source.runs.why))
+        return f"{RUNS_TEXT[kind]} ({why})"
+    return ", ".join(f"for {', '.join(names)} {RUNS_TEXT[kind]} ({why})"
+                     for (kind, why), names in groups.items())
+
+
+def _ranged(beside_: Beside, ref: int) -> bool:
+    """Whether a range of our seeds stands beside a value of source ``ref``."""
+    source = beside_.refs[ref - 1]
+    return any(r == ref and (name, metric, ref) in beside_.ranges and source.runs_of(v).maybe_one
+               for (name, metric), found in beside_.cells.items() for r, v in found) or any(
+        s == source and (s.name, name, v.steps) in beside_.ranges_elsewhere
+        and source.runs_of(v).maybe_one and (ref, v.steps) in earlier_columns(beside_)
+        for s, name, v in beside_.elsewhere)
+
+
+def _rows_beside(beside_: Beside, source: PublishedSource) -> list[str]:
+    """The rows a source stands beside, in the table's order of cells: at the table's step or
+    in a column of an earlier step."""
+    ref = beside_.ref_of(source)
+    columns = earlier_columns(beside_)
+    names = [name for (name, _), found in beside_.cells.items() for r, _ in found if r == ref]
+    names += [name for s, name, v in beside_.elsewhere
+              if s == source and (ref, v.steps) in columns]
+    return list(dict.fromkeys(names))
+
+
+def _settings_text(beside_: Beside, source: PublishedSource, labels: dict[str, str]) -> str:
+    """The settings of the source's runs that differ from ours, row by row."""
+    rows = [(name, beside_.settings.get((source.name, name), []))
+            for name in _rows_beside(beside_, source)]
+    # What every row shares, once; then each row's own.
+    common = [d for d in rows[0][1] if all(d in diffs for _, diffs in rows)] \
+        if len(rows) > 1 else []
+    own = [(name, [d for d in diffs if d not in common]) for name, diffs in rows]
+    listed = "; ".join(([f"{', '.join(map(_setting, common))} in every row"] if common else [])
+                       + [f"{labels[name]}{' also' if common else ':'} "
+                          f"{', '.join(map(_setting, diffs))}" for name, diffs in own if diffs])
+    return f" Its runs' settings unlike ours: {listed}." if listed else ""
+
+
+def differing_settings(beside_: Beside, source: PublishedSource) -> list[str]:
+    """The settings in which a source's runs differ from ours in a row it stands beside."""
+    found = {key for name in _rows_beside(beside_, source)
+             for key, _, _ in beside_.settings.get((source.name, name), [])}
+    return [SETTING_TEXT[k] for k in SETTING_KEYS if k in found]
+
+
 def elsewhere_text(beside_: Beside, labels: dict[str, str], reached_only: bool = False) -> str:
     """The active protocol's values at other steps per task, source by source, each followed by
     ours computed the source's way where our runs reached that step (``reached_only``: only
@@ -197,7 +323,9 @@ def elsewhere_text(beside_: Beside, labels: dict[str, str], reached_only: bool =
                 source in beside_.refs
                 and (beside_.refs.index(source) + 1, v.steps) in in_columns)):
             continue
-        ours = (f" (ours {_ours(beside_.ours_elsewhere[key])})"
+        spread = beside_.ranges_elsewhere.get(key) if source.runs_of(v).maybe_one else None
+        ours = (f" (ours {_ours(beside_.ours_elsewhere[key])}"
+                + (f", {spread[0]:.3f}–{spread[1]:.3f}" if spread else "") + ")"
                 if key in beside_.ours_elsewhere else "")
         by_source.setdefault(source.name, [source.label, source.metric]).append(
             f"{labels[name]} {_number(v.value, source)} at {v.steps:,}{ours}")
@@ -208,8 +336,11 @@ def elsewhere_text(beside_: Beside, labels: dict[str, str], reached_only: bool =
     if reached_only:
         return (f"Published at earlier steps per task, with ours computed the source's way in "
                 f"brackets: {listed}.")
+    ranged = any(key in beside_.ranges_elsewhere for key in beside_.ours_elsewhere)
     compared = (" Where our runs reached that step, ours computed the source's way follows "
-                "in brackets." if beside_.ours_elsewhere else "")
+                "in brackets" + (", with our seeds' lowest and highest value where the source's "
+                                 "may be one run's" if ranged else "") + "."
+                if beside_.ours_elsewhere else "")
     return (f"Published under this protocol at other steps per task, so not in the table: "
             f"{listed}.{compared}")
 
@@ -222,11 +353,22 @@ def _shown(beside_: Beside, ref: int) -> list[tuple[str, PublishedValue]]:
 def short_refs(beside_: Beside) -> str:
     """The shown sources in one line each (the summary's): label, metric, statistic, seeds,
     environment."""
-    return "\n".join(
-        f"[{ref}] {s.label}: {s.metric} success, {s.statistic.short}; "
-        f"{_seeds(s, [v for _, v in _shown(beside_, ref)])}; {_environment(s)}; beside it "
-        "ours the same way."
-        for ref, s in enumerate(beside_.refs, start=1))
+    lines = []
+    for ref, s in enumerate(beside_.refs, start=1):
+        shown = [v for _, v in _shown(beside_, ref)]
+        kinds = list(dict.fromkeys(s.runs_of(v).kind for v in shown)) or [s.runs.kind]
+        differ = differing_settings(beside_, s)
+        lines.append(
+            f"[{ref}] {s.label}: {s.metric} success, {s.statistic.short}; {_seeds(s, shown)}, "
+            f"{' or '.join(RUNS_TEXT[k] for k in kinds)}; {_environment(s)}; beside it ours "
+            "the same way" + (", with our seeds' range" if _ranged(beside_, ref) else "")
+            + (f"; its runs' {_and(differ)} differ from ours (notes under the table)"
+               if differ else "") + ".")
+    return "\n".join(lines)
+
+
+def _and(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} and {items[-1]}"
 
 
 def mentioned(beside_: Beside) -> list[PublishedSource]:

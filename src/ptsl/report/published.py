@@ -1,7 +1,8 @@
 """Success rates published elsewhere, kept as data with their provenance: one YAML file per source
 in ``data/published/`` (the citation; the protocol it was measured under; the metric, statistic,
 seeds and training length; how each value was obtained; the values per benchmark, method and
-step). :meth:`Published.load` checks every file and refuses a missing or malformed field with one
+step; whether its seeds were separate runs; the width, batch and rank its runs used).
+:meth:`Published.load` checks every file and refuses a missing or malformed field with one
 line naming the file and the field; :meth:`Published.values_for` finds the values that stand for a
 table row. docs/statistics.md says which source is comparable with which run.
 """
@@ -29,6 +30,17 @@ MATCH_FIELDS = tuple(f for f in ExperimentConfig.model_fields
                      if f not in ("benchmark", "method", "long", "label", "name"))
 
 Text = Annotated[StrictStr, Field(min_length=1)]
+
+#: How a source's seeds were run: ``separate`` runs, ``one`` run (a launcher that resumes every
+#: seed from the previous one's checkpoint, reference Q10), ``likely one`` (most likely
+#: one run), ``uncertain`` (the record does not settle which).
+SeedRunsKind = Literal["separate", "one", "likely one", "uncertain"]
+#: The kinds a published value may be one run under: beside them a table shows the range of our
+#: seeds' values with ours (:mod:`ptsl.report.comparison`).
+MAYBE_ONE_RUN: tuple[SeedRunsKind, ...] = ("one", "likely one", "uncertain")
+#: The settings a source states, compared with a table row's (``batch_size``: all tasks
+#: together, as ``sac.batch_size`` without ``sizes_per_task``).
+SETTING_KEYS = ("hidden_dim", "batch_size", "pal_dim")
 
 
 class SourceProtocol(Section):
@@ -75,6 +87,30 @@ class SourceStatistic(Section):
         return statistic_text(self.run_score, self.over_seeds)
 
 
+class SeedRuns(Section):
+    """Whether a source's seeds were separate runs (``kind``) and why it is read so (``why``, a
+    short sentence the table notes quote)."""
+
+    kind: SeedRunsKind
+    why: Text
+
+    @property
+    def maybe_one(self) -> bool:
+        """Whether the published number may be one run's."""
+        return self.kind in MAYBE_ONE_RUN
+
+
+class Settings(Section):
+    """The sizes a source's runs used, as far as it states them: ``hidden_dim`` (the trunks'
+    width), ``batch_size`` (transitions per update, all tasks together) and ``pal_dim`` (the PTSL
+    rank, for PTSL methods only); a key it does not state is left out or null. A value's own
+    ``settings`` replace its source's key by key (null: not stated for that value)."""
+
+    hidden_dim: Count | None = None
+    batch_size: Count | None = None
+    pal_dim: Count | None = None
+
+
 class PublishedValue(Section):
     """One published number: benchmark, method, the step per task it was measured at, and
     which experiments of params.yaml it stands for (``match``: experiment fields that must
@@ -87,6 +123,8 @@ class PublishedValue(Section):
     match: dict[str, Any] = {}
     seeds: Count | None = None          # when it differs from the source's
     steps_per_task: Count | None = None  # when it differs from the source's
+    runs: SeedRuns | None = None         # when it differs from the source's
+    settings: Settings | None = None     # the keys that differ from the source's
     note: StrictStr = ""
 
     @field_validator("value")
@@ -126,6 +164,8 @@ class PublishedSource(Section):
     metric: Metric
     statistic: SourceStatistic
     seeds: Any  # a count, or "not stated"
+    runs: SeedRuns  # whether those seeds were separate runs
+    settings: Settings  # the width, batch and rank its runs used, as far as it states them
     steps_per_task: Count  # how long the runs trained
     obtained: Obtained
     values: Annotated[list[PublishedValue], Field(min_length=1)]
@@ -151,6 +191,15 @@ class PublishedSource(Section):
                                  f"{v.steps} with match {v.match or '{}'}")
             seen.add(key)
         return self
+
+    def runs_of(self, value: PublishedValue) -> SeedRuns:
+        """How the seeds behind ``value`` were run."""
+        return value.runs or self.runs
+
+    def settings_of(self, value: PublishedValue) -> dict[str, int | None]:
+        """The settings behind ``value``: the source's, with the value's own keys over them."""
+        own = value.settings.model_dump(exclude_unset=True) if value.settings else {}
+        return {**self.settings.model_dump(), **own}
 
     @property
     def comparable_environment(self) -> bool:
@@ -196,7 +245,8 @@ def load_source(path: Path) -> PublishedSource:
         raise _corrupt(path, str(exc).removeprefix(f"{path}: ")) from None
     if not isinstance(raw, Mapping):
         raise _corrupt(path, "expected a mapping of the fields label, citation, protocol, "
-                             "metric, statistic, seeds, steps_per_task, obtained, values")
+                             "metric, statistic, seeds, runs, settings, steps_per_task, "
+                             "obtained, values")
     for key in ("name", "file"):
         if key in raw:
             raise _corrupt(path, f"{key}: unknown key (a source is named by its file)")
@@ -219,5 +269,6 @@ def _corrupt(path: Path, detail: str) -> CorruptFileError:
     return CorruptFileError(path, ROLE, detail, f"restore it with `git checkout -- {path}`")
 
 
-__all__ = ["Metric", "OUR_ENV_VERSION", "Obtained", "Published", "PublishedSource",
-           "PublishedValue", "SourceProtocol", "SourceStatistic", "load_source"]
+__all__ = ["MAYBE_ONE_RUN", "Metric", "OUR_ENV_VERSION", "Obtained", "Published",
+           "PublishedSource", "PublishedValue", "SETTING_KEYS", "SeedRuns", "Settings",
+           "SourceProtocol", "SourceStatistic", "load_source"]

@@ -63,6 +63,15 @@ def as_published(curves: pd.DataFrame, experiment: str, seeds: Sequence[int], st
     return combine_runs(per_run, over_seeds) if per_run.size else None
 
 
+def run_range(curves: pd.DataFrame, experiment: str, seeds: Sequence[int], step: int,
+              metric: Metric, run_score: Kind) -> tuple[float, float] | None:
+    """The lowest and highest of the runs' scores that :func:`as_published` combines: where a
+    single run of ours falls, set beside a published number that may be one run's (None with
+    fewer than two runs with a value)."""
+    per_run = run_means(curves, experiment, seeds, step, run_score, metric)
+    return (float(per_run.min()), float(per_run.max())) if per_run.size >= 2 else None
+
+
 def statistic_text(run_score: Kind, over_seeds: OverSeeds) -> str:
     """The statistic in words, e.g. "mean over seeds of each run's mean over tasks at the
     step"."""

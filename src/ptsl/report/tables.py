@@ -30,7 +30,7 @@ from .markdown import TableReport, results_markdown, table_markdown, table_title
 from .protocol_record import protocol_record
 from .published import Published
 from .rollouts import Rollouts, write_videos
-from .source_way import as_published
+from .source_way import as_published, run_range
 from .stats import scores_at, summarize_available
 
 #: The curve column of each metric's mean over tasks.
@@ -87,6 +87,9 @@ def table_frame(params: Params, table: TableConfig, records: RunRecords, publish
                 stat = shown.refs[ref - 1].statistic
                 shown.ours[(name, metric, ref)] = as_published(
                     records.curves, name, seeds, step, metric, stat.run_score, stat.over_seeds)
+                spread = run_range(records.curves, name, seeds, step, metric, stat.run_score)
+                if spread is not None:
+                    shown.ranges[(name, metric, ref)] = spread
             # The markdown shows every source of a cell; the CSV its first value and source.
             first = shown.refs[found[0][0] - 1] if found else None
             row[f"published_{metric}"] = found[0][1].value if found else None
@@ -94,6 +97,10 @@ def table_frame(params: Params, table: TableConfig, records: RunRecords, publish
             row[f"published_{metric}_statistic"] = first.statistic.short if first else None
             row[f"{metric}_as_published"] = (shown.ours[(name, metric, found[0][0])]
                                              if found else None)
+            # Its runs' lowest and highest value (where a single run of ours falls).
+            spread = shown.ranges.get((name, metric, found[0][0])) if found else None
+            row[f"{metric}_as_published_min"] = spread[0] if spread else None
+            row[f"{metric}_as_published_max"] = spread[1] if spread else None
             if metric == params.report.metric:
                 per_task[name] = tasks
         rows.append(row)
@@ -104,6 +111,10 @@ def table_frame(params: Params, table: TableConfig, records: RunRecords, publish
             shown.ours_elsewhere[(source.name, name, value.steps)] = as_published(
                 records.curves, name, seeds, value.steps, source.metric,
                 source.statistic.run_score, source.statistic.over_seeds)
+            spread = run_range(records.curves, name, seeds, value.steps, source.metric,
+                               source.statistic.run_score)
+            if spread is not None:
+                shown.ranges_elsewhere[(source.name, name, value.steps)] = spread
     # The earlier steps the markdown gives columns of their own, in the CSV too (as for the
     # table's step: the first source of each metric and step).
     columns = earlier_columns(shown)
