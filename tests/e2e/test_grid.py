@@ -388,8 +388,11 @@ def test_cluster_mode_fans_in_through_a_dvc_remote(tmp_path):
     stages = ("train@tiny_mtsac-1", "train@tiny_mtsac-2")
     ray.init(num_cpus=2, include_dashboard=False, object_store_memory=100 * 2**20)
     try:
-        proc = grid(root, "--address", ray.get_runtime_context().gcs_address)
+        # The remote is a folder of this machine, which a one-node cluster shares.
+        proc = grid(root, "--address", ray.get_runtime_context().gcs_address,
+                    "--remote-is-shared")
         assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+        assert "taken as mounted at this path on every node (--remote-is-shared)" in proc.stderr
         assert "$ dvc repro --pull" in proc.stdout
         for stage in stages:
             assert f"Stage '{stage}' is cached - skipping run" in proc.stdout
@@ -405,7 +408,8 @@ def test_cluster_mode_fans_in_through_a_dvc_remote(tmp_path):
         subprocess.run(["git", "clone", "-q", str(root), str(clone)], check=True,
                        capture_output=True)
         _lock_from_elsewhere(clone, ["train@tiny_mtsac-2"])
-        proc = grid(clone, "--address", ray.get_runtime_context().gcs_address)
+        proc = grid(clone, "--address", ray.get_runtime_context().gcs_address,
+                    "--remote-is-shared")
     finally:
         ray.shutdown()
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]

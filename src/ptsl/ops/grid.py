@@ -11,9 +11,9 @@ trained stages' entries from dvc.lock (:func:`adopt_worker_results`): an entry n
 trained elsewhere (the commit's, say from another machine), and DVC restores a stage from its
 entry alone, training it again when those outputs are not in the cache; without an entry it
 looks the stage up in the run cache, where the workers' results are, and records them in the new
-dvc.lock. ``--address`` joins a Ray cluster;
-there a DVC remote is the shared cache (workers ``dvc repro --pull`` then
-``dvc push --run-cache``, the head ``dvc repro --pull``). Workspaces and logs live in the scratch
+dvc.lock. ``--address`` joins a Ray cluster, once it answers and has a DVC default remote every
+node reaches (:mod:`ptsl.ops.cluster`); there that remote is the shared cache (workers
+``dvc repro --pull`` then ``dvc push --run-cache``, the head ``dvc repro --pull``). Workspaces and logs live in the scratch
 folder (``.scratch/grid/``). ``--mps`` runs the stages that share a GPU under NVIDIA MPS
 (:mod:`ptsl.ops.mps`).
 """
@@ -35,6 +35,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from .cluster import (CONNECT_TIMEOUT_S, SHARED_FLAG, ClusterError, bounded, check_remote,
+                      parse_remotes, probe_cluster)
 from .mps import MpsDaemon, MpsError
 from .paths import SCRATCH, task_cache_dir
 from .stage import USER_ERRORS
@@ -198,9 +200,14 @@ def cache_dir(root: Path) -> str:
     return str((root / out).resolve()) if out else str((root / ".dvc" / "cache").resolve())
 
 
-def default_remote(root: Path) -> str:
-    proc = _dvc(root, "remote", "default", check=False)
-    return proc.stdout.strip() if proc.returncode == 0 else ""
+def check_cluster(root: Path, address: str, remote_is_shared: bool) -> None:
+    """Before anything changes: the cluster at ``address`` answers, and the DVC default remote
+    is one its nodes share (:mod:`ptsl.ops.cluster`; a warning line where that is taken on
+    trust). A :class:`ClusterError` otherwise."""
+    probe_cluster(address)
+    warning = check_remote(parse_remotes(_dvc(root, "remote", "list").stdout), remote_is_shared)
+    if warning:
+        print(warning, file=sys.stderr, flush=True)
 
 
 class Progress:
@@ -228,7 +235,14 @@ def _init_ray(args: argparse.Namespace):
     opts = {"include_dashboard": False, "log_to_driver": False,
             "logging_level": logging.WARNING}
     if args.address:
-        ray.init(address=args.address, **opts)
+        # Ray waits for a cluster that does not answer for as long as it is left running.
+        try:
+            bounded(lambda: ray.init(address=args.address, **opts), args.connect_timeout,
+                    f"--address {args.address}: Ray did not connect within "
+                    f"{args.connect_timeout:g} s (--connect-timeout); is it a Ray head's "
+                    "address (`ray start --head` prints it)? Nothing was changed")
+        except ConnectionError as exc:  # `auto` with no cluster on this machine, say
+            raise GridError(f"--address {args.address}: {_first_line(exc)}") from None
     else:
         workers = args.workers or max(1, int((os.cpu_count() or 1) // args.cpus_per_run))
         # Our objects are a few small records: a small object store spares /dev/shm.
@@ -595,6 +609,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     ap.add_argument("--address", default=None,
                     help="join this Ray cluster (e.g. ray://head:10001 or auto); a DVC default "
                          "remote is then the shared cache")
+    ap.add_argument("--connect-timeout", type=float, default=CONNECT_TIMEOUT_S,
+                    metavar="SECONDS",
+                    help="with --address: give up joining the cluster after this long "
+                         "(default %(default)g)")
+    ap.add_argument(SHARED_FLAG, action="store_true",
+                    help="with --address: the DVC default remote is a folder every node mounts "
+                         "at the same path (refused otherwise unless on a network filesystem)")
     ap.add_argument("--retries", type=int, default=0,
                     help="Ray retries of a stage whose worker died (it resumes from its scratch "
                          "checkpoint; default 0: report it)")
@@ -626,6 +647,11 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     if args.mps and args.address:
         ap.error("--mps: not with --address: MPS is per node; start nvidia-cuda-mps-control on "
                  "each node yourself")
+    if args.connect_timeout <= 0:
+        ap.error(f"--connect-timeout: must be > 0 seconds, got {args.connect_timeout:g}")
+    if args.remote_is_shared and not args.address:
+        ap.error(f"{SHARED_FLAG}: only with --address (a local grid shares this machine's DVC "
+                 "cache)")
     if args.mps and args.gpus_per_run == 0:
         ap.error("--mps: not with --gpus-per-run 0: MPS shares a GPU among runs")
     return args
@@ -637,6 +663,8 @@ def run(args: argparse.Namespace, root: Path) -> int:
     mps = mps_daemon(root) if args.mps else None
     if not (root / "dvc.yaml").is_file():
         raise GridError(f"no dvc.yaml in {root}: run the grid from the project root")
+    if args.address and not args.dry:
+        check_cluster(root, args.address, args.remote_is_shared)
     # The workers run `dvc repro --single-item`, which skips the validate stage: check here what
     # it checks, before any worker removes an output.
     params = validate_project(root)
@@ -653,10 +681,6 @@ def run(args: argparse.Namespace, root: Path) -> int:
                   f"dvc repro: {', '.join(cached)}")
         return 0
     pull = bool(args.address)
-    if pull and not default_remote(root):
-        raise GridError("--address needs a DVC default remote as the cluster's shared cache: "
-                        "`dvc remote add -d <name> <url>` (committed, or in .dvc/config.local "
-                        "on every node)")
     outcomes: list[StageOutcome] = []
     if stages:
         why_not = workers_cannot_run(root)
@@ -668,10 +692,6 @@ def run(args: argparse.Namespace, root: Path) -> int:
         if why_not:
             raise GridError(", ".join(why_not))
         repo, folder = checkout(root)
-        # Both experiments the workers write to, made here with the project's artifact folder
-        # (one a worker made first would keep that worker's workspace as its artifact root).
-        tracking = prepare_store((experiment_name("train", root),
-                                  experiment_name("evaluate", root)), root)
         # Callbacks run last-in first-out: Ray (and the stage processes) stop before the daemon.
         with ExitStack() as stack:
             if mps:
@@ -680,6 +700,11 @@ def run(args: argparse.Namespace, root: Path) -> int:
                 stack.callback(stop_mps, mps)
             ray = _init_ray(args)
             stack.callback(ray.shutdown)
+            # Both experiments the workers write to, made here with the project's artifact
+            # folder (one a worker made first would keep that worker's workspace as its artifact
+            # root); after Ray has started, so that a cluster that never answers changes nothing.
+            tracking = prepare_store((experiment_name("train", root),
+                                      experiment_name("evaluate", root)), root)
             total = ray.cluster_resources()
             gpus = args.gpus_per_run
             if gpus is None:
@@ -751,7 +776,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     try:
         return run(args, pipeline_folder(Path.cwd().resolve(), args.study))
-    except (GridError, WorkspaceError, MpsError, *USER_ERRORS) as exc:
+    except (GridError, ClusterError, WorkspaceError, MpsError, *USER_ERRORS) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
