@@ -33,7 +33,7 @@ def main() -> None:
     from ptsl.report.tables import write_reports  # the plotting libraries: once inputs are good
 
     written = write_reports(params, records, published, Path(args.out), videos,
-                            pinned_versions(shared_path(COMPUTE_PINS)))
+                            pinned_versions(shared_path(COMPUTE_PINS)), RUNS)
     with start_run("aggregate", "aggregate", stage="aggregate") as tracker:
         tracker.log_params({"budget": params.budget, "seeds": list(params.seeds),
                             "long_seeds": list(params.long_seeds), "steps": params.train.steps,

@@ -177,3 +177,22 @@ def test_an_inactive_protocol_is_not_held_to_the_budgets_step_counts(raw_params)
     with pytest.raises(ConfigError, match=r"^train\.steps: must be a multiple of train\.eval_every "
                                           r"x train\.eval_stride \(40\)"):
         parse_params(switched)
+
+
+def test_the_observation_option_leaves_every_default_config_as_it_was(raw_params):
+    """A run that does not set ``env.observation`` saves (model.pt) and keys (resume checkpoints)
+    the same config dict as before the option existed; a run that sets it names it."""
+    params = parse_params(raw_params)
+    cfg = run_config(params, params.runs.plain[0], params.seeds[0])
+    assert "observation" not in cfg.to_dict()["env"]
+    v1 = cfg.model_copy(update={"env": cfg.env.model_copy(update={"observation": "v1"})})
+    assert v1.to_dict()["env"]["observation"] == "v1"
+    assert v1.key() != cfg.key()
+    from ptsl.core.config import RunConfig
+
+    assert RunConfig.from_dict(v1.to_dict()) == v1 and RunConfig.from_dict(cfg.to_dict()) == cfg
+    bad = copy.deepcopy(raw_params)
+    bad["env"]["observation"] = "v2"
+    with pytest.raises(ConfigError, match=r"^env\.observation: unknown value 'v2'; allowed: "
+                                          r"full, v1$"):
+        parse_params(bad)

@@ -205,3 +205,26 @@ def test_processes_that_need_the_same_task_list_build_it_once(tmp_path, monkeypa
     assert built == ["reach-v3"]
     assert got[0].names == got[1].names == ("reach-v3",)
     assert [t.data for t in got[0].goals[0]] == [t.data for t in got[1].goals[0]]
+
+
+def test_the_v1_observation_is_v3s_hand_objects_and_goal(task_cache):
+    """``env.observation: v1`` gives the 12 numbers of Meta-World v1's layout, taken from the
+    same state as the full 39: hand xyz, both objects' xyz, goal xyz (reference 1.1)."""
+    tasks = load_tasks("mt10", 1, task_cache)
+    full = MultiTaskVecEnv(tasks, EnvConfig(), seed=1, vector="sync")
+    v1 = MultiTaskVecEnv(tasks, EnvConfig(observation="v1"), seed=1, vector="sync")
+    try:
+        assert (full.obs_dim, v1.obs_dim) == (39, 12)
+        picked = [0, 1, 2, 4, 5, 6, 11, 12, 13, 36, 37, 38]
+        np.testing.assert_array_equal(full.reset()[:, picked], v1.reset())
+        rng = np.random.default_rng(3)
+        for _ in range(5):
+            action = full.sample_actions(rng)
+            a, b = full.step(action), v1.step(action)
+            np.testing.assert_array_equal(a.obs[:, picked], b.obs)
+            np.testing.assert_array_equal(a.reward, b.reward)  # the layout changes no reward
+        # Single-object tasks pad the second object with zeros, as v1 did.
+        assert not b.obs[tasks.names.index("reach-v3"), 6:9].any()
+    finally:
+        full.close()
+        v1.close()

@@ -114,3 +114,31 @@ def test_a_study_block_says_how_long_the_study_took(tmp_path):
         "and the steps a resume repeats included), 2.5 h of wall time from the first start to "
         "the last end, pauses included, at most 2 runs at once with 1 torch thread(s) each; 1 "
         f"more run(s) logged to another store.\n{done[1]}\n")
+
+
+def test_the_contrasts_block_sets_each_studys_contrasts_side_by_side(tmp_path):
+    """A line per contrast, a column per study that reports contrasts (with its batch); a study
+    without the contrast shows a dash; the README's block is what the studies' reports say."""
+    import shutil
+
+    from ptsl.report.readme import CONTRASTS, contrasts_view, with_contrasts
+
+    head = ("row,minus,label,minus_label,primary,seed,difference,difference_learned_tasks,mean,"
+            "ci_low,ci_high,mean_learned_tasks,ci_low_learned_tasks,ci_high_learned_tasks,"
+            "published_difference\n")
+    for name, lines in (("a", ["x,y,X,Y,True,1,0.1,0.1,0.05,-0.1,0.2,0.05,-0.1,0.2,",
+                               "x,y,X,Y,True,2,0.0,0.0,0.05,-0.1,0.2,0.05,-0.1,0.2,"]),
+                        ("b", ["z,y,Z,Y,False,1,-0.2,-0.2,-0.2,,,-0.2,,,"])):
+        folder = tmp_path / "studies" / name
+        (folder / "reports" / "tables").mkdir(parents=True)
+        shutil.copy(ROOT / "studies" / "mt10-cpu" / "params.yaml", folder / "params.yaml")
+        (folder / "reports" / "tables" / "t_contrasts.csv").write_text(head + "\n".join(lines))
+    view = contrasts_view(tmp_path)
+    assert view.splitlines()[1] == "| contrast (paired by seed) | a (batch 128) | b (batch 128) |"
+    assert "| X − Y | +0.050 [-0.100, +0.200], 2 pair(s) (primary) | — |" in view
+    assert "| Z − Y | — | -0.200 no interval, 1 pair(s) |" in view
+    readme = f"intro\n{CONTRASTS[0]}\nold\n{CONTRASTS[1]}\nend\n"
+    assert with_contrasts(readme, tmp_path) == f"intro\n{view}\nend\n"
+    # The project's own README shows what its studies report.
+    text = (ROOT / "README.md").read_text()
+    assert with_contrasts(text, ROOT) == text, "README is stale: run `python -m ptsl.report.readme`"

@@ -198,3 +198,44 @@ def test_command_bad_input_is_one_line_and_writes_nothing(tmp_path, monkeypatch,
     with pytest.raises(SystemExit) as done:
         main(["--help"])
     assert done.value.code == 0 and "--study" in capsys.readouterr().out
+
+
+def test_the_aggregate_measures_the_branches_only_where_the_params_ask(tmp_path):
+    """``report.branches: true``: the reports carry data/branches.csv, figures/branches.png and
+    a section of results.md linking them; false (the default): none of them."""
+    import pandas as pd
+
+    from ptsl.ops.paths import PUBLISHED
+    from ptsl.report.inputs import RunRecords
+    from ptsl.report.published import Published
+    from ptsl.report.tables import write_reports
+
+    from .report_data import curve
+
+    params = _tiny_params(tmp_path)
+    params = params.model_copy(update={"train": params.train.model_copy(
+        update={"steps": params.train.eval_every, "long_steps": params.train.eval_every})})
+    runs = tmp_path / "data" / "runs"
+    frames = []
+    for exp in ("tiny_plain", "tiny_ptsl"):
+        for seed in (1, 2):
+            save_agent(build_agent(run_config(params, exp, seed), Shapes(39, 4, 1),
+                                   ("reach-v3",)), runs / f"{exp}-{seed}" / "model.pt")
+            frame = curve([0, params.train.eval_every], lambda s: 1,
+                          np.random.default_rng(seed), ["reach-v3"])
+            frame.insert(0, "seed", seed)
+            frame.insert(0, "experiment", exp)
+            frames.append(frame)
+    records = RunRecords(evals=pd.DataFrame([{"experiment": "tiny_plain", "parameter_count": 1},
+                                             {"experiment": "tiny_ptsl", "parameter_count": 2}]),
+                         curves=pd.concat(frames, ignore_index=True))
+    pub = Published.load(ROOT / PUBLISHED)
+    write_reports(params, records, pub, tmp_path / "off", runs_dir=runs)
+    assert not (tmp_path / "off" / "data" / "branches.csv").exists()
+    assert "task branches" not in (tmp_path / "off" / "results.md").read_text()
+    on = params.model_copy(update={"report": params.report.model_copy(update={"branches": True})})
+    write_reports(on, records, pub, tmp_path / "on", runs_dir=runs)
+    csv = pd.read_csv(tmp_path / "on" / "data" / "branches.csv")
+    assert set(csv["run"]) == {"tiny_ptsl-1", "tiny_ptsl-2"}
+    assert (tmp_path / "on" / "figures" / "branches.png").stat().st_size > 0
+    assert "](figures/branches.png)" in (tmp_path / "on" / "results.md").read_text()

@@ -258,3 +258,18 @@ def test_a_resumed_run_with_resampled_goals_ends_as_an_uninterrupted_one(tmp_pat
     assert resumed.curve.to_csv() == whole.curve.to_csv()
     want, got = whole.agent.state_dict(), resumed.agent.state_dict()
     assert all(torch.equal(want[k], got[k]) for k in want)
+
+
+def test_a_run_with_the_v1_observation_trains_saves_and_loads(tmp_path, task_cache):
+    """The option reaches the networks (12 inputs), the saved config and the loaded agent."""
+    from ptsl.core.persistence import load_agent
+
+    base = _cfg(steps=40)
+    cfg = base.model_copy(update={"env": base.env.model_copy(update={"observation": "v1"})})
+    result = train(cfg, task_cache=task_cache, progress=False)
+    write_outputs(cfg, result, tmp_path / "run")
+    agent = load_agent(tmp_path / "run" / "model.pt", expect=cfg)
+    first = next(p for p in agent.actor.parameters() if p.dim() == 2)
+    assert first.shape[1] == 12
+    with pytest.raises(Exception, match="observation"):
+        load_agent(tmp_path / "run" / "model.pt", expect=base)  # a full-observation config

@@ -12,6 +12,13 @@ MULTI_TASK = ("mt10", "mt50")
 #: Observation and action sizes of every Meta-World v3 task.
 OBS_DIM = 39
 ACTION_DIM = 4
+#: Observation size under ``env.observation: v1`` (Meta-World v1's layout, reference 1.1).
+V1_OBS_DIM = 12
+
+
+def observation_dim(observation: str) -> int:
+    """The observation size an ``env.observation`` value gives (``full`` or ``v1``)."""
+    return V1_OBS_DIM if observation == "v1" else OBS_DIM
 #: Width of the RoBERTa task-description vectors shipped with mtrl (CARE's task encoder input).
 EMBEDDING_DIM = 768
 

@@ -62,6 +62,9 @@ class EnvConfig(Section):
         False, description="an evaluation episode ends at its first success, each task "
                            "evaluated on its own (Meta-World+'s evaluation); false: every "
                            "episode runs its full length, tasks in lock-step (the reference's)")
+    observation: Literal["full", "v1"] = Field(
+        "full", description="full: Meta-World v3's 39 numbers; v1: the 12 of the paper's "
+                            "Meta-World v1 (hand xyz, object xyz padded to 6, goal xyz)")
 
 
 class SACConfig(Section):
@@ -213,6 +216,11 @@ class ExperimentConfig(Section):
 # (:mod:`ptsl.core.runtime`), so they are dropped when such an agent is loaded.
 _RETIRED_KEYS = {"train": ("device", "torch_threads"), "env": ("vector",)}
 
+# Keys added after runs were recorded, left out of a config's dict while at their default: the
+# dict is saved in every model.pt and keys its resume checkpoints, so a run that does not set
+# one keeps the bytes it had before the key existed.
+_OMITTED_AT_DEFAULT = {"env": ("observation",)}
+
 
 class RunConfig(BaseModel):
     """Everything one training run reads: the resolved config of one (experiment, seed) stage."""
@@ -227,8 +235,15 @@ class RunConfig(BaseModel):
     train: TrainConfig
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain nested dict (for checkpoints, saved agents and MLflow params)."""
-        return self.model_dump()
+        """Plain nested dict (for checkpoints, saved agents and MLflow params); a key of
+        ``_OMITTED_AT_DEFAULT`` appears only when set to another value than its default."""
+        data = self.model_dump()
+        for name, keys in _OMITTED_AT_DEFAULT.items():
+            fields = type(getattr(self, name)).model_fields
+            for key in keys:
+                if data[name][key] == fields[key].default:
+                    del data[name][key]
+        return data
 
     def headline(self) -> dict[str, Any]:
         """The few values a reader compares runs by (short MLflow param names)."""

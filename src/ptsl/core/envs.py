@@ -142,6 +142,13 @@ class RewardNormalizer:
         return reward / (np.sqrt(self.var) + 1e-8)
 
 
+#: Where Meta-World v1's 12-number observation lies in v3's 39 (``env.observation: v1``): hand
+#: xyz (v3's tool-centre point), the first and second object's xyz (v1 pads a missing second
+#: object with zeros, as v3 does; v3 adds each object's quaternion and the gripper opening, left
+#: out) and the goal xyz; v3's previous frame (18 numbers) is left out too (reference 1.1).
+V1_OBSERVATION = np.r_[0:3, 4:7, 11:14, 36:39]
+
+
 class MetaWorldTaskEnv(gym.Env):
     """One Meta-World task under the project's protocol (a gymnasium env, picklable factory)."""
 
@@ -169,8 +176,10 @@ class MetaWorldTaskEnv(gym.Env):
         self._t = 0
         self.goal_index = int(self._rng.integers(len(goals)))
         self._env.set_task(goals[self.goal_index])
-        self.observation_space = gym.spaces.Box(-np.inf, np.inf, self._env.observation_space.shape,
-                                                np.float32)
+        self._layout = V1_OBSERVATION if env_cfg.observation == "v1" else None
+        shape = (len(V1_OBSERVATION),) if self._layout is not None else \
+            self._env.observation_space.shape
+        self.observation_space = gym.spaces.Box(-np.inf, np.inf, shape, np.float32)
         self.action_space = self._env.action_space
 
     # State that a resume must restore (read and written through the vector env's attributes).
@@ -203,7 +212,10 @@ class MetaWorldTaskEnv(gym.Env):
             self._env.set_task(self._goals[self.goal_index])
         self._t = 0
         obs, info = self._env.reset()
-        return obs.astype(np.float32), info
+        return self._observe(obs), info
+
+    def _observe(self, obs: np.ndarray) -> np.ndarray:
+        return (obs if self._layout is None else obs[self._layout]).astype(np.float32)
 
     def step(self, action):
         obs, reward, terminated, _truncated, info = self._env.step(action)
@@ -212,7 +224,7 @@ class MetaWorldTaskEnv(gym.Env):
         if self._normalizer is not None:
             reward = self._normalizer(float(reward))
         truncated = self._t >= self._episode_length
-        return obs.astype(np.float32), float(reward), bool(terminated), truncated, info
+        return self._observe(obs), float(reward), bool(terminated), truncated, info
 
     def render(self) -> np.ndarray:
         """The current frame (H, W, 3) uint8; needs ``render_size`` and an off-screen GL."""

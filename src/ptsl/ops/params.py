@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any, Literal, Mapping, MutableMapping
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, StrictStr, TypeAdapter, ValidationError
+from pydantic import (BaseModel, ConfigDict, Field, StrictBool, StrictStr, TypeAdapter,
+                      ValidationError)
 
 from ..core.config import (MAX_SEED, Count, EnvConfig, EvaluateConfig, ExperimentConfig,
                            RunConfig, SACConfig, Section, Seed, TrainConfig, config_error,
@@ -36,16 +37,27 @@ class RunsConfig(Section):
     ptsl: tuple[StrictStr, ...] = ()
 
 
+class ContrastConfig(Section):
+    """A paired contrast of a table: ``row`` minus ``minus``, seed by seed
+    (:mod:`ptsl.report.contrasts`); ``primary`` marks a study's pre-registered one."""
+
+    row: StrictStr
+    minus: StrictStr
+    primary: StrictBool = False
+
+
 class TableConfig(Section):
     """One table of the paper: its rows (experiments) and the step it reports.
 
     ``at: short`` reports ``train.steps`` over all ``seeds``; ``at: long`` reports
     ``train.long_steps`` over ``long_seeds``. Both read the same runs' evaluation curves.
+    ``contrasts`` lists paired differences between its rows, reported under it.
     """
 
     title: StrictStr
     rows: tuple[StrictStr, ...]
     at: Literal["short", "long"] = "short"
+    contrasts: tuple[ContrastConfig, ...] = ()
 
 
 class PublishedSteps(Section):
@@ -68,6 +80,10 @@ class ReportConfig(Section):
                                   "training success (stochastic policy, the paper's figure)")
     published_steps: PublishedSteps = PublishedSteps()
     bootstrap_reps: Count = 2000
+    branches: StrictBool = Field(False, description="measure every PTSL run's task branches "
+                                                    "(ptsl.report.branches): data/branches.csv "
+                                                    "and figures/branches.png; a few seconds "
+                                                    "per MT10 run")
 
 
 class Params(BaseModel):
@@ -335,6 +351,17 @@ def _parse_tables(raw: Any, experiments: Mapping[str, ExperimentConfig],
                                   "train.long_steps")
         if len({experiments[r].benchmark for r in table.rows}) > 1:
             raise ConfigError(f"{key}.rows: all rows must share one benchmark")
+        for c in table.contrasts:
+            for field in ("row", "minus"):
+                if getattr(c, field) not in table.rows:
+                    raise ConfigError(f"{key}.contrasts.{field}: {getattr(c, field)!r} is not a "
+                                      f"row of the table; allowed: {', '.join(table.rows)}")
+            if c.row == c.minus:
+                raise ConfigError(f"{key}.contrasts: {c.row!r} minus itself; allowed: two "
+                                  "different rows")
+        if sum(c.primary for c in table.contrasts) > 1:
+            raise ConfigError(f"{key}.contrasts.primary: at most one primary contrast, got "
+                              f"{sum(c.primary for c in table.contrasts)}")
         tables[str(name)] = table
     return tables
 

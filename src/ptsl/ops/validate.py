@@ -54,11 +54,13 @@ def check_matched_sizes(params: Params, experiments: Mapping[str, ExperimentConf
     """A row whose ``matches`` names another must be able to match that row's parameter count
     (the counting tool solves its hidden_dim): one whose narrowest network already has more
     parameters is refused, naming the key (say PTSL's rank at a width too small for it)."""
-    from ..core.benchmarks import ACTION_DIM, OBS_DIM, num_tasks  # torch, as above
+    from ..core.benchmarks import ACTION_DIM, num_tasks, observation_dim  # torch, as above
     from ..core.counts import count_parameters
 
+    obs_dim = observation_dim(params.env.observation)
+
     def count(exp: ExperimentConfig) -> int:
-        return count_parameters(exp, OBS_DIM, ACTION_DIM, num_tasks(exp.benchmark))
+        return count_parameters(exp, obs_dim, ACTION_DIM, num_tasks(exp.benchmark))
 
     targets: dict[str, int] = {}  # rows often match one row (CARE): build it once
     for name, exp in experiments.items():

@@ -40,6 +40,9 @@ def protocol_record(params: Params, pins: Mapping[str, str]) -> dict[str, Any]:
             "episode_length": env.episode_length,
             "goals": ("one goal per task, drawn by the seed and fixed for the run" if fixed
                       else "resampled from the 50 goals per task at every reset"),
+            # Named only when set: Meta-World v3's full observation is the default.
+            **({"observation": "Meta-World v1's 12 numbers: hand xyz, object xyz padded to 6, "
+                               "goal xyz"} if env.observation == "v1" else {}),
         },
         "evaluation": {
             "episodes_per_task": params.train.eval_episodes,

@@ -6,7 +6,11 @@ a link to every table, so the README shows exactly what the last pipeline run pr
 A study's summary goes between its own markers (``<!-- study NAME results:start -->`` and
 ``... results:end -->``) from ``studies/NAME/reports/results.md`` once its aggregate has run,
 with a line on how long it took from ``studies/NAME/time.json`` where there is one; until then
-what stands between them (a status line) is left as it is."""
+what stands between them (a status line) is left as it is.
+
+The block between ``<!-- studies contrasts:start -->`` and ``... contrasts:end -->`` sets the
+studies' paired contrasts side by side (:func:`contrasts_view`): a line per contrast, a column per
+study that reports it, so the same contrast reads across batch sizes (a batch x method view)."""
 
 from __future__ import annotations
 
@@ -87,6 +91,54 @@ def study_time_record(folder: Path) -> dict[str, Any] | None:
     return json.loads(path.read_text()) if path.is_file() else None
 
 
+CONTRASTS = ("<!-- studies contrasts:start -->", "<!-- studies contrasts:end -->")
+
+
+def contrasts_view(root: Path) -> str:
+    """The studies' paired contrasts side by side (between :data:`CONTRASTS`): for every
+    contrast any study reports (``studies/<name>/reports/tables/*_contrasts.csv``), its mean
+    difference [95% interval] and number of pairs in each study, with each study's batch."""
+    import pandas as pd
+
+    from ..ops.params import load_params
+
+    columns: list[tuple[str, str]] = []
+    cells: dict[tuple[str, str], dict[str, str]] = {}
+    for folder in sorted((root / "studies").glob("*/reports/tables")):
+        name = folder.parent.parent.name
+        files = sorted(folder.glob("*_contrasts.csv"))
+        if not files:
+            continue
+        params = load_params(folder.parent.parent / "params.yaml")
+        columns.append((name, f"{name} (batch {params.sac.batch_size:,})"))
+        for path in files:
+            frame = pd.read_csv(path)
+            for (label, minus), g in frame.groupby(["label", "minus_label"], sort=False):
+                r = g.iloc[0]
+                mark = " (primary)" if bool(r["primary"]) else ""
+                interval = ("no interval" if pd.isna(r["ci_low"])
+                            else f"[{r['ci_low']:+.3f}, {r['ci_high']:+.3f}]")
+                cells.setdefault((label, minus), {})[name] = (
+                    f"{r['mean']:+.3f} {interval}, {len(g)} pair(s){mark}")
+    if not cells:
+        return f"{CONTRASTS[0]}\nNo study reports a paired contrast yet.\n{CONTRASTS[1]}"
+    lines = ["| contrast (paired by seed) | " + " | ".join(c for _, c in columns) + " |",
+             "|---|" + "---|" * len(columns)]
+    for (label, minus), by_study in cells.items():
+        lines.append(f"| {label} − {minus} | "
+                     + " | ".join(by_study.get(n, "—") for n, _ in columns) + " |")
+    return f"{CONTRASTS[0]}\n" + "\n".join(lines) + f"\n{CONTRASTS[1]}"
+
+
+def with_contrasts(readme: str, root: Path) -> str:
+    """``readme`` with its contrasts block (where it has the markers) rendered from the
+    studies' reports."""
+    i, j = readme.find(CONTRASTS[0]), readme.find(CONTRASTS[1])
+    if i < 0 or j < i:
+        return readme
+    return readme[:i] + contrasts_view(root) + readme[j + len(CONTRASTS[1]):]
+
+
 def with_studies(readme: str, root: Path) -> str:
     """``readme`` with every study block whose study has a reports/results.md rendered from it."""
     def block(m: re.Match) -> str:
@@ -116,6 +168,7 @@ def update(readme_path: Path = Path("README.md"),
     readme = readme_path.read_text()
     new = readme.replace(embedded(readme), render(results_path.read_text()))
     new = with_studies(new, readme_path.resolve().parent)
+    new = with_contrasts(new, readme_path.resolve().parent)
     if new != readme:
         write_atomic(readme_path, new, "README")
     return new != readme

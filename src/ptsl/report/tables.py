@@ -23,6 +23,7 @@ from ..core.files import swap_in, write_atomic, write_json
 from ..core.records import Metrics, run_id
 from ..ops.params import Params, TableConfig
 from .comparison import METRICS, Beside, beside, earlier_columns, published_elsewhere
+from .contrasts import contrasts_frame, contrasts_markdown, learned_tasks, paired_contrasts
 from .datafiles import write_data_files
 from .figures import plot_curves, plot_task_heatmap
 from .inputs import RunRecords
@@ -190,9 +191,11 @@ _STAGING_PREFIX = ".aggregate-"
 
 def write_reports(params: Params, records: RunRecords, published: Published,
                   out_dir: Path, videos: Mapping[str, Rollouts] | None = None,
-                  pins: Mapping[str, str] | None = None) -> dict[str, Path]:
+                  pins: Mapping[str, str] | None = None,
+                  runs_dir: Path | None = None) -> dict[str, Path]:
     """Write every report under ``out_dir``; returns the main ones. ``pins``: the pinned
-    package versions the protocol record names (requirements/compute.txt).
+    package versions the protocol record names (requirements/compute.txt); ``runs_dir``: the
+    trained agents, whose task branches are measured where ``report.branches`` asks.
 
     The reports are built in a staging folder inside ``out_dir`` and then each output
     (:data:`REPORT_FILE`, :data:`REPORT_DIRS`) is swapped into place whole (files of a table or run that is gone go
@@ -204,7 +207,7 @@ def write_reports(params: Params, records: RunRecords, published: Published,
         shutil.rmtree(stale, ignore_errors=True)
     with tempfile.TemporaryDirectory(dir=out_dir, prefix=_STAGING_PREFIX) as tmp:
         staging = Path(tmp) / "new"
-        written = _build_reports(params, records, published, staging, videos, pins)
+        written = _build_reports(params, records, published, staging, videos, pins, runs_dir)
         for name in REPORT_DIRS:  # an output with nothing in it is still made
             (staging / name).mkdir(parents=True, exist_ok=True)
         swap_in(staging, out_dir, (REPORT_FILE, *REPORT_DIRS))
@@ -213,7 +216,8 @@ def write_reports(params: Params, records: RunRecords, published: Published,
 
 def _build_reports(params: Params, records: RunRecords, published: Published,
                    out_dir: Path, videos: Mapping[str, Rollouts] | None,
-                   pins: Mapping[str, str] | None) -> dict[str, Path]:
+                   pins: Mapping[str, str] | None,
+                   runs_dir: Path | None = None) -> dict[str, Path]:
     rng = np.random.default_rng(0)  # bootstrap draws: fixed so reports are reproducible
     metric, primary = params.report.metric, params.report.primary
     reports: list[TableReport] = []
@@ -222,14 +226,23 @@ def _build_reports(params: Params, records: RunRecords, published: Published,
     sheets = write_videos(params, videos or {}, out_dir)
     for tname, table in params.tables.items():
         frame, per_task, shown = table_frame(params, table, records, published, rng)
+        step, seeds = params.table_step(table), params.table_seeds(table)
+        labels = {n: params.experiments[n].label or n for n in table.rows}
+        contrasts_md = ""
+        if table.contrasts:
+            contrasts = paired_contrasts(params, table, records.curves, shown)
+            contrasts_md = contrasts_markdown(
+                contrasts, labels, learned_tasks(records.curves, table.rows, seeds, step),
+                per_task[table.rows[0]][1], metric, step)
+            write_atomic(out_dir / "tables" / f"{tname}_contrasts.csv",
+                         contrasts_frame(contrasts, labels).to_csv(index=False))
         md = table_markdown(frame, table, params, shown)
+        md += f"\n{contrasts_md}" if contrasts_md else ""
         write_atomic(out_dir / "tables" / f"{tname}.md", md)
         write_atomic(out_dir / "tables" / f"{tname}.csv", frame.to_csv(index=False))
-        step, seeds = params.table_step(table), params.table_seeds(table)
         title = table_title(params, table)
         sub = records.curves[(records.curves["step"] <= step)
                              & records.curves["seed"].isin(seeds)]
-        labels = {n: params.experiments[n].label or n for n in table.rows}
         curves_png = out_dir / "figures" / f"{tname}_curves.png"
         tasks_png = out_dir / "figures" / f"{tname}_tasks.png"
         plot_curves(sub, list(table.rows), curves_png, f"{title}, {len(seeds)} seed(s)",
@@ -246,7 +259,7 @@ def _build_reports(params: Params, records: RunRecords, published: Published,
         reports.append(TableReport(
             tname, table, frame, shown, md + f"\n![{table.title} curves](figures/"
             f"{curves_png.name}) ![{table.title} per task](figures/{tasks_png.name}){rollouts}\n",
-            curves_png.name))
+            curves_png.name, contrasts_md))
         # The headline number of every table row: the headline metric's mean over seeds at the
         # table's step (`short` or `long`; the same in every table listing that row).
         for r in frame.to_dict("records"):
@@ -259,8 +272,13 @@ def _build_reports(params: Params, records: RunRecords, published: Published,
         written[f"{tname}_tasks"] = tasks_png
         if tname in sheets:
             written[f"{tname}_rollouts"] = sheets[tname]
+    branches: dict[str, Path] = {}
+    if params.report.branches and runs_dir is not None:
+        from .branches import write_branches  # torch and Meta-World: only where asked
+
+        branches = write_branches(params, runs_dir, out_dir)
     written["results"] = out_dir / REPORT_FILE
-    write_atomic(written["results"], results_markdown(params, reports))
+    write_atomic(written["results"], results_markdown(params, reports, bool(branches)))
     # One small file per experiment: `dvc metrics show` prints a row per experiment with its
     # `short` and `long` headline, and `dvc exp diff` lists what an experiment changed. The
     # statistics behind them (IQM, CI, std, per task, both metrics) stay in tables/*.csv.

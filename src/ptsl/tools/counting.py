@@ -170,22 +170,23 @@ def format_report(obs_ref: int = 12, obs_v3: int = 39) -> str:
 
 def params_report(path: str) -> str:
     """For every experiment of the params file at ``path`` that ``matches`` another: the
-    hidden_dim that matches that row's count at Meta-World v3's sizes, beside the one written
+    hidden_dim that matches that row's count at the params' observation size, beside the one written
     (a study's sizes are solved this way, docs/studies.md)."""
-    from ..core.benchmarks import ACTION_DIM, OBS_DIM, num_tasks
+    from ..core.benchmarks import ACTION_DIM, num_tasks, observation_dim
     from ..ops.params import load_params, run_config
 
     params = load_params(path)
-    lines = [f"Hidden sizes matching each row's `matches` in {path} (obs_dim={OBS_DIM}):"]
+    obs_dim = observation_dim(params.env.observation)
+    lines = [f"Hidden sizes matching each row's `matches` in {path} (obs_dim={obs_dim}):"]
     for name in params.experiments:
         exp = run_config(params, name, params.seeds[0]).experiment
         if exp.matches is None:
             continue
         n_tasks = num_tasks(exp.benchmark)
         target = count_parameters(run_config(params, exp.matches, params.seeds[0]).experiment,
-                                  OBS_DIM, ACTION_DIM, n_tasks)
-        h = solve_hidden_dim(exp, target, OBS_DIM, ACTION_DIM, n_tasks)
-        n = count_parameters(exp.model_copy(update={"hidden_dim": h}), OBS_DIM, ACTION_DIM,
+                                  obs_dim, ACTION_DIM, n_tasks)
+        h = solve_hidden_dim(exp, target, obs_dim, ACTION_DIM, n_tasks)
+        n = count_parameters(exp.model_copy(update={"hidden_dim": h}), obs_dim, ACTION_DIM,
                              n_tasks)
         note = "" if h == exp.hidden_dim else f"  <- params say {exp.hidden_dim}"
         lines.append(f"  {name:<34} H={h:<4} {n:>10,} ({n - target:+,} against "
