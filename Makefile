@@ -32,19 +32,23 @@ $(STAMP): requirements.txt $(wildcard requirements/*.txt) pyproject.toml
 # also turns a value that breaks dvc.yaml's templating (say `seeds: 5`) into one clear line.
 # Training stages go out on every core (the grid, below); where its workers cannot run what is
 # checked out (uncommitted params or code, no git), `dvc repro` runs everything here instead.
+# The stages DVC restored instead of running log nothing; ptsl.ops.restored puts them in the
+# MLflow store (docs/reproducibility.md#restored-runs-in-mlflow).
 repro: install
 	python pipeline/validate.py
 	python -m ptsl.ops.grid --else-here
+	python -m ptsl.ops.restored
 	python -m ptsl.report.readme
 
 # Trained agents, curves and evaluations to the DVC remote (by default ../ptsl-dvc-remote, a
 # folder beside the checkout; .dvc/config) and back: `make pull` in a fresh clone, then
-# `dvc repro` re-trains nothing (docs/reproducibility.md).
+# `dvc repro` re-trains nothing (docs/reproducibility.md); what it pulled shows in MLflow.
 push: install
 	dvc push
 
 pull: install
 	dvc pull
+	python -m ptsl.ops.restored --all --from remote
 
 # Every stale training stage in parallel on Ray, then `dvc repro` (docs/scaling.md).
 # Flags pass through GRID_ARGS, e.g. make grid GRID_ARGS="--workers 8 --cpus-per-run 2".
@@ -56,6 +60,7 @@ grid: install
 # GRID_ARGS as for `make grid`.
 study-%: install
 	python -m ptsl.ops.grid --study $* $(GRID_ARGS)
+	python -m ptsl.ops.restored --study $*
 	python -m ptsl.report.readme
 
 # Switch the active budget (small | paper) in params.yaml; then `make repro` or `dvc exp run`.
@@ -97,8 +102,11 @@ bench: install
 	$(PY) -m pip install --disable-pip-version-check -q stable-baselines3==2.9.2
 	python -m ptsl.tools.bench
 
-# Prints the links to the runs lists in the saved "Compare runs" view, then serves the UI.
+# Logs the runs whose outputs DVC restored (every pipeline's: outputs that `dvc pull` or
+# `dvc checkout` brought), prints the links to the runs lists in the saved "Compare runs" view,
+# then serves the UI.
 ui: install
+	python -m ptsl.ops.restored --all
 	python -m ptsl.ops.mlflow_ui
 	mlflow ui --backend-store-uri "$${MLFLOW_TRACKING_URI:-sqlite:///$(CURDIR)/mlflow.db}"
 

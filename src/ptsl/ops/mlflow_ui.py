@@ -1,6 +1,8 @@
 """What the MLflow UI shows of the project: each experiment's note and kind, and the saved
-"Compare runs" view of the runs list with the columns a reader compares runs by.
-``python -m ptsl.ops.mlflow_ui`` (``make ui``) prints the links that open those views.
+"Compare runs" view of the runs list with the columns a reader compares runs by, for the
+project's experiments and each study's (``<study>/train``...).
+``python -m ptsl.ops.mlflow_ui`` (``make ui``) prints the links that open those views, with the
+number of runs each holds and how many of them DVC restored (:mod:`ptsl.ops.restored`).
 
 Nothing here reaches a pipeline output: editing a note re-runs no stage.
 """
@@ -27,7 +29,9 @@ NOTES = {
     "check_env": "Stage check_env: library versions, torch device, per-benchmark checks.",
     # Markdown: angle brackets would be read as an HTML tag and vanish from the page.
     "train": "One run per DVC training stage, named `experiment-seed` (`mt10_mtsac-1`); a "
-             "`[name]` after it is the DVC experiment that ran it.",
+             "`[name]` after it is the DVC experiment that ran it. A run tagged "
+             "`ptsl.restored` was not trained against this store: DVC restored its outputs "
+             "(from its cache or a remote) and `python -m ptsl.ops.restored` logged them.",
     "evaluate": "One run per DVC evaluation stage: per-task success (and rollout GIFs).",
     "aggregate": "The paper's tables, figures, metrics and plot data.",
 }
@@ -43,19 +47,30 @@ def view_tag(columns: list[str]) -> tuple[str, str]:
     return f"mlflow.sharedViewState.{VIEW_ID}", json.dumps(envelope)
 
 
+def experiment_kind(experiment: str) -> str:
+    """The stage kind of MLflow experiment ``experiment``: ``train`` for ``train`` and for a
+    study's ``mt10-cpu/train``."""
+    return experiment.rpartition("/")[2]
+
+
 def experiment_tags(experiment: str) -> dict[str, str]:
-    """The tags the project sets on MLflow experiment ``experiment``."""
+    """The tags the project sets on MLflow experiment ``experiment`` (a study's experiments
+    get those of their kind)."""
     tags = dict(EXPERIMENT_KIND)
-    if experiment in NOTES:
-        tags["mlflow.note.content"] = NOTES[experiment]
-    if experiment in VIEW_COLUMNS:
-        key, value = view_tag(VIEW_COLUMNS[experiment])
+    kind = experiment_kind(experiment)
+    if kind in NOTES:
+        tags["mlflow.note.content"] = NOTES[kind]
+    if kind in VIEW_COLUMNS:
+        key, value = view_tag(VIEW_COLUMNS[kind])
         tags[key] = value
     return tags
 
 
 def view_links(base_url: str = "http://127.0.0.1:5000", root: Path | None = None) -> list[str]:
-    """Links that open the project's runs lists in the saved ``Compare runs`` view.
+    """Links that open the runs lists of the project's and the studies' training and
+    evaluation experiments that hold runs, in the saved ``Compare runs`` view, each with its
+    number of runs and how many DVC restored. The view's tag is set on an experiment that lacks
+    it (one a stage made before the tag existed).
 
     ``workflowType=machine_learning`` selects the UI's model-training side: MLflow 3.17 starts
     on its GenAI side and then ignores the experiment's kind tag.
@@ -65,14 +80,38 @@ def view_links(base_url: str = "http://127.0.0.1:5000", root: Path | None = None
     from .tracking import tracking_uri
 
     client = MlflowClient(tracking_uri=tracking_uri(root))
+    found = [e for e in client.search_experiments(max_results=1000)
+             if experiment_kind(e.name) in VIEW_COLUMNS]
+    # The project's first, then each study's, training before evaluation.
+    found.sort(key=lambda e: ("/" in e.name, e.name.rpartition("/")[0],
+                              list(VIEW_COLUMNS).index(experiment_kind(e.name))))
     links = []
-    for name in VIEW_COLUMNS:
-        exp = client.get_experiment_by_name(name)
-        if exp is not None:
-            links.append(f"{name}: {base_url}/#/experiments/{exp.experiment_id}/runs"
-                         f"?workflowType=machine_learning&viewStateShareKey={VIEW_ID}")
+    for exp in found:
+        runs = _count(client, exp.experiment_id, "")
+        if not runs:
+            continue
+        for key, value in experiment_tags(exp.name).items():
+            if exp.tags.get(key) != value:
+                client.set_experiment_tag(exp.experiment_id, key, value)
+        restored = _count(client, exp.experiment_id, "tags.`ptsl.restored` = 'true'")
+        links.append(f"{exp.name}: {base_url}/#/experiments/{exp.experiment_id}/runs"
+                     f"?workflowType=machine_learning&viewStateShareKey={VIEW_ID} "
+                     f"({runs} run{'s' * (runs != 1)}"
+                     + (f", {restored} restored by DVC)" if restored else ")"))
     return links
 
 
+def _count(client, experiment_id: str, query: str) -> int:
+    """How many runs of the experiment match ``query``."""
+    total, token = 0, None
+    while True:
+        page = client.search_runs([experiment_id], query, max_results=1000, page_token=token)
+        total += len(page)
+        token = page.token
+        if not token:
+            return total
+
+
 if __name__ == "__main__":  # `make ui` prints these before starting the server
-    print("\n".join(view_links()) or "no training runs in the store yet: run `dvc repro` first")
+    print("\n".join(view_links()) or "no training runs in the store yet: `make repro` trains "
+          "them, `make pull` restores them from the DVC remote")

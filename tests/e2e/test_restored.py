@@ -1,0 +1,172 @@
+"""Runs whose outputs DVC restored appear in MLflow (``python -m ptsl.ops.restored``): a tiny
+project trains seed 1 untracked (as a stage whose outputs came from elsewhere: the store has no
+run of it) and seed 2 tracked; the command logs seed 1's training and evaluation runs with the
+params and metric keys the tracked stages logged, tagged as restored, writes no file under
+data/, and a second call logs nothing."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ptsl.ops.restored import curve_metrics, params_changed
+
+from ..helpers import mlflow_client
+from ..pipeline_project import dvc, env_for, make_project
+
+EXPERIMENTS = {"tiny_mtsac": {"benchmark": "reach-v3", "method": "mtsac", "hidden_dim": 32,
+                              "num_layers": 2, "label": "Tiny MT-SAC"}}
+
+
+def restored(root: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "ptsl.ops.restored", *args], cwd=root,
+                          env={**env_for(root), **env}, capture_output=True, text=True,
+                          timeout=300)
+
+
+def digests(root: Path) -> dict[str, str]:
+    """Every file under data/ and dvc.lock, with its SHA-256."""
+    files = [*sorted((root / "data").rglob("*")), root / "dvc.lock"]
+    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in files if p.is_file()}
+
+
+def runs(root: Path, experiment: str) -> dict[str, object]:
+    """The FINISHED runs of an MLflow experiment of the project's store, by DVC stage."""
+    client = mlflow_client(root)
+    exp = client.get_experiment_by_name(experiment)
+    found = client.search_runs([exp.experiment_id]) if exp else []
+    return {r.data.tags["dvc_stage"]: r for r in found}
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory):
+    root = make_project(tmp_path_factory.mktemp("restored"), EXPERIMENTS, seeds=[1, 2])
+    dvc(root, "repro", "evaluate@tiny_mtsac-1", env_extra={"PTSL_TRACKING": "off"})
+    dvc(root, "repro", "evaluate@tiny_mtsac-2")
+    return root
+
+
+@pytest.fixture(scope="module")
+def first_call(project):
+    before = digests(project)
+    proc = restored(project)
+    return proc, before, digests(project)
+
+
+def test_restored_runs_are_logged_as_the_stages_log_theirs(project, first_call):
+    proc, _, _ = first_call
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.startswith("restored: project: logged 1 training and 1 evaluation run(s) "
+                                  "whose outputs DVC restored (from the DVC cache) to MLflow "
+                                  "experiments train, evaluate, tagged ptsl.restored=true, in ")
+    assert proc.stdout.rstrip().endswith("s; 2 already there")
+
+    train = runs(project, "train")
+    assert set(train) == {"train@tiny_mtsac-1", "train@tiny_mtsac-2"}
+    restored_run, tracked = train["train@tiny_mtsac-1"], train["train@tiny_mtsac-2"]
+    assert restored_run.info.run_name == "tiny_mtsac-1"
+    assert restored_run.info.status == "FINISHED"
+    tags = restored_run.data.tags
+    assert tags["ptsl.restored"] == "true" and tags["ptsl.restored_from"] == "DVC cache"
+    assert tags["dvc_experiment"] == "workspace" and tags["method"] == "mtsac"
+    assert "ptsl.restored" not in tracked.data.tags
+    # The params the training stage logs: the same names, the same values but the seed's.
+    mine, theirs = restored_run.data.params, tracked.data.params
+    assert mine.keys() == theirs.keys()
+    assert {k for k in mine if mine[k] != theirs[k]} == {"seed"}
+    # The curve at every evaluation step, under the names the stage uses; the final numbers.
+    client = mlflow_client(project)
+    for key in ("eval/success", "eval/return", "eval/success/reach-v3"):
+        assert ([m.step for m in client.get_metric_history(restored_run.info.run_id, key)]
+                == [m.step for m in client.get_metric_history(tracked.info.run_id, key)]
+                == [0, 20, 40])
+    curve = (project / "data" / "runs" / "tiny_mtsac-1" / "curve.csv").read_text().splitlines()
+    last = dict(zip(curve[0].split(","), curve[-1].split(",")))
+    history = client.get_metric_history(restored_run.info.run_id, "eval/success")
+    assert history[-1].value == pytest.approx(float(last["success"]))
+    assert restored_run.data.metrics["final_success"] == pytest.approx(float(last["success"]))
+    assert (restored_run.data.metrics["parameter_count"]
+            == tracked.data.metrics["parameter_count"])
+    assert "curve/train_success" in restored_run.data.metrics  # the curve's training window
+    artifacts = {a.path for a in client.list_artifacts(restored_run.info.run_id)}
+    assert artifacts == {"curve.csv", "summary.json"}
+
+    evaluate = runs(project, "evaluate")
+    assert set(evaluate) == {"evaluate@tiny_mtsac-1", "evaluate@tiny_mtsac-2"}
+    e1, e2 = evaluate["evaluate@tiny_mtsac-1"], evaluate["evaluate@tiny_mtsac-2"]
+    assert e1.data.tags["ptsl.restored"] == "true"
+    assert e1.data.params.keys() == e2.data.params.keys()
+    assert e1.data.metrics.keys() == e2.data.metrics.keys()
+    record = json.loads((project / "data" / "eval" / "tiny_mtsac-1.json").read_text())
+    assert e1.data.metrics["success"] == pytest.approx(record["success"])
+    assert e1.data.metrics["success/reach-v3"] == pytest.approx(record["per_task"]["reach-v3"])
+
+
+def test_no_output_changes(first_call):
+    _, before, after = first_call
+    assert after == before and len(before) > 5
+
+
+def test_a_second_call_logs_nothing(project, first_call):
+    proc = restored(project)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == ("restored: project: nothing to log; 4 run(s) of its outputs "
+                                   "already in the MLflow store")
+    assert len(runs(project, "train")) == 2 and len(runs(project, "evaluate")) == 2
+
+
+def test_the_ui_lists_the_restored_runs(project, first_call):
+    proc = subprocess.run([sys.executable, "-m", "ptsl.ops.mlflow_ui"], cwd=project,
+                          env=env_for(project), capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.strip().splitlines()
+    assert lines[0].startswith("train: http://127.0.0.1:5000/#/experiments/")
+    assert lines[0].endswith("(2 runs, 1 restored by DVC)")
+    assert lines[1].startswith("evaluate: ") and lines[1].endswith("(2 runs, 1 restored by DVC)")
+
+
+def test_tracking_off_logs_nothing(project, first_call):
+    proc = restored(project, PTSL_TRACKING="off")
+    assert proc.returncode == 0
+    assert proc.stdout.strip() == "restored: tracking is off (PTSL_TRACKING=off): nothing logged"
+
+
+def test_bad_input_is_one_line(project, tmp_path):
+    proc = restored(project, "--study", "nope")
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == ("error: --study: unknown study 'nope'; allowed: none "
+                                   f"(folders under {project / 'studies'} with a params.yaml)")
+    proc = restored(tmp_path)
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == (f"error: no project dvc.yaml in {tmp_path}: run this from "
+                                   "the project root")
+
+
+def test_a_stage_whose_params_changed_is_not_shown():
+    entry = {"params": {"params.yaml": {"train": {"steps": 40}, "experiments.a": {"x": 1},
+                                        "pal_dim": 16}}}
+    raw = {"train": {"steps": 40}, "experiments": {"a": {"x": 1}}, "pal_dim": 16}
+    assert params_changed(entry, raw) == []
+    assert params_changed(entry, {**raw, "pal_dim": 32}) == ["pal_dim"]
+    assert params_changed(entry, {**raw, "experiments": {"a": {"x": 1, "y": 2}}}) == [
+        "experiments.a"]
+
+
+def test_the_curve_becomes_step_indexed_metrics(tmp_path):
+    path = tmp_path / "curve.csv"
+    path.write_text("step,env_steps,success,return,success/reach-v3,train_episodes,"
+                    "train_success,train_success/reach-v3\n"
+                    "0,0,0.0,1.5,0.0,0,,\n"
+                    "20,20,1.0,2.5,1.0,1,1.0,1.0\n")
+    assert curve_metrics(path) == [
+        ("eval/env_steps", 0.0, 0), ("eval/success", 0.0, 0), ("eval/return", 1.5, 0),
+        ("eval/success/reach-v3", 0.0, 0), ("curve/train_episodes", 0.0, 0),
+        ("eval/env_steps", 20.0, 20), ("eval/success", 1.0, 20), ("eval/return", 2.5, 20),
+        ("eval/success/reach-v3", 1.0, 20), ("curve/train_episodes", 1.0, 20),
+        ("curve/train_success", 1.0, 20), ("curve/train_success/reach-v3", 1.0, 20)]
