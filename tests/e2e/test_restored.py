@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from ptsl.ops.restored import curve_metrics, params_changed
+from ptsl.ops.restored import curve_metrics, params_changed, source_label
 
 from ..helpers import mlflow_client
 from ..pipeline_project import dvc, env_for, make_project
@@ -170,3 +170,21 @@ def test_the_curve_becomes_step_indexed_metrics(tmp_path):
         ("eval/env_steps", 20.0, 20), ("eval/success", 1.0, 20), ("eval/return", 2.5, 20),
         ("eval/success/reach-v3", 1.0, 20), ("curve/train_episodes", 1.0, 20),
         ("curve/train_success", 1.0, 20), ("curve/train_success/reach-v3", 1.0, 20)]
+
+
+def test_where_the_restored_runs_came_from(tmp_path):
+    """--from: a study's own remote (what the grid fetches a fresh clone's runs from) under
+    auto, else the cache; the default remote under remote."""
+    (tmp_path / "dvc.yaml").write_text("stages: {}\n")
+    (tmp_path / ".dvc").mkdir()
+    (tmp_path / ".dvc" / "config").write_text(
+        "[core]\n    remote = local\n['remote \"local\"']\n    url = ../../remote\n"
+        "['remote \"kept\"']\n    url = ../studies/kept/remote\n")
+    kept, other = tmp_path / "studies" / "kept", tmp_path / "studies" / "other"
+    kept.mkdir(parents=True)
+    other.mkdir()
+    assert source_label(tmp_path, "auto") == "DVC cache"
+    assert source_label(kept, "auto") == "DVC remote kept"
+    assert source_label(other, "auto") == "DVC cache"
+    assert source_label(other, "remote") == source_label(tmp_path, "remote") == "DVC remote local"
+    assert source_label(kept, "cache") == "DVC cache"

@@ -39,7 +39,6 @@ from .study import STUDIES, study_dirs, study_of
 from .tracking import (TRACKING_ENV, TrackingError, dvc_experiment, display_name, experiment_name,
                        flatten, git_commit, project_root, signals_held, tracking_enabled,
                        tracking_uri)
-from .workspace import lock_stages
 
 #: The stage groups whose runs this logs, by the kind of MLflow run they make.
 KINDS = {"train": "train", "train_ptsl": "train", "evaluate": "evaluate",
@@ -81,10 +80,20 @@ class Outcome:
         self.left_out.setdefault(why, []).append(stage.name)
 
 
-def lock_runs(folder: Path) -> list[Stage]:
-    """The training and evaluation stages of ``folder``'s dvc.lock, in its order."""
+def lock_stages(folder: Path) -> dict[str, Any]:
+    """The stage entries of ``folder``'s dvc.lock (empty without one), read by libyaml where
+    it is there (a study's lock: 0.05 s against 0.3 s in pure Python)."""
+    path = folder / "dvc.lock"
+    if not path.is_file():
+        return {}
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    return (yaml.load(path.read_text(), Loader=loader) or {}).get("stages") or {}
+
+
+def lock_runs(lock: Mapping[str, Any]) -> list[Stage]:
+    """The training and evaluation stages of dvc.lock's entries ``lock``, in its order."""
     stages = []
-    for name in lock_stages(folder):
+    for name in lock:
         group, _, item = name.partition("@")
         exp, _, seed = item.rpartition("-")
         if group in KINDS and exp and seed.isdigit():
@@ -269,7 +278,7 @@ def restore_folder(folder: Path, source_choice: str, store_for: Any) -> Outcome:
 
     out = Outcome(folder)
     lock = lock_stages(folder)
-    stages = lock_runs(folder)
+    stages = lock_runs(lock)
     if not stages:
         return out
     params = load_params(folder / "params.yaml")
@@ -341,19 +350,16 @@ def source_label(folder: Path, choice: str) -> str:
     grid fetches a fresh clone's runs from, else the cache)."""
     if choice == "cache":
         return "DVC cache"
-    import subprocess
+    from dvc.config import Config
 
-    from .cluster import parse_remotes
-
-    proc = subprocess.run([sys.executable, "-m", "dvc", "remote", "list"], cwd=folder,
-                          capture_output=True, text=True, check=False)
-    remotes = parse_remotes(proc.stdout if proc.returncode == 0 else "")
+    # DVC's own reading of .dvc/config and config.local (a third of a `dvc remote list`).
+    config = Config(dvc_dir=str(project_root(folder) / ".dvc"), validate=False)
     study = study_of(folder)
     if choice == "auto":
-        own = [r.name for r in remotes if study and r.name == study[1]]
-        return f"DVC remote {own[0]}" if own else "DVC cache"
-    default = [r.name for r in remotes if r.default]
-    return f"DVC remote {default[0]}" if default else "DVC remote"
+        own = study is not None and study[1] in config.get("remote", {})
+        return f"DVC remote {study[1]}" if own else "DVC cache"
+    default = config.get("core", {}).get("remote")
+    return f"DVC remote {default}" if default else "DVC remote"
 
 
 def report(out: Outcome, seconds: float) -> list[str]:
