@@ -48,15 +48,15 @@ def task_cache(tmp_path_factory) -> Path:
 # collection order, the next one to whichever worker is about to run out. Longest first (as
 # measured on a 2-core machine, in seconds): the long pipelines spread over the workers and the
 # short files fill in behind them, instead of one long file running alone at the end. Figures
-# marked ~ are estimates from the file's CPU time after a change, not yet timed on an idle machine.
+# marked ~ are estimates from the file's CPU time, not timed on an idle machine.
 SLOWEST_FIRST = ("test_grid.py",            # 210
-                 "test_faults.py",          # ~190 (225 before its cases shared one empty store)
+                 "test_faults.py",          # ~190
                  "test_methods_e2e.py",     # 140
                  "test_study_e2e.py",       # 120
                  "test_bad_input.py",       # 90
                  "test_ablation_e2e.py",    # 70
                  "test_pipeline_e2e.py",    # 65
-                 "test_protocols_e2e.py",   # ~55 (130 tracked; its CPU time fell by 70% untracked)
+                 "test_protocols_e2e.py",   # ~55
                  "test_thread_count.py",    # 55
                  "test_bench.py",           # 45
                  "test_api.py",             # 35

@@ -195,7 +195,7 @@ class MultiTaskSAC(nn.Module):
         #: path swaps in its static formulation, :func:`ptsl.core.cuda.accelerate`).
         self.task_index: Callable[[torch.Tensor, int], TaskIndex] = TaskIndex
         #: Adam's options. fused: one kernel per optimiser step for all its tensors, on the CPU
-        #: too (foreach falls back to one kernel per tensor and operation there: 3 of the 11 ms
+        #: too (foreach falls back to one kernel per tensor and operation there, about a quarter
         #: of a small MT10 update); element-wise, so its bits do not depend on the thread count.
         #: capturable (step counters on the device) is switched on by the CUDA path before the
         #: first update.
@@ -266,7 +266,7 @@ class MultiTaskSAC(nn.Module):
         task_i = self.task_index(torch.as_tensor(task_np, dtype=torch.int64, device=self.device),
                                  self.num_tasks)
         # No network here behaves differently in train() and eval() mode (no dropout, no batch
-        # norm), so acting does not switch modes; that walk over every module cost as much as
+        # norm), so acting does not switch modes; that walk over every module costs as much as
         # the forward pass of a 10-row batch.
         with one_cpu_thread(self.device):
             mu, log_std = self.actor(obs_t, task_i, self.encode_task(task_i))

@@ -43,7 +43,7 @@ class TaskIndex:
         slice ``t`` and zeros below, ``m`` the largest task's row count; one batched product
         multiplies every slice by its own task's matrix and each row reads its result back.
         Every task's rows meet only their own matrix, as in a loop over tasks, in a handful of
-        operations instead of several per task (the loop was most of a PTSL update's time at
+        operations instead of several per task (such a loop is most of a PTSL update's time at
         small sizes). The bits do not depend on the thread count (the batched product splits its
         slices among the threads, not a slice's sums; tests/unit/test_task_index.py checks 1, 2
         and 4 threads), the copies in and out touch each row once (no accumulation), and the
