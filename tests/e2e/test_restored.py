@@ -188,3 +188,40 @@ def test_where_the_restored_runs_came_from(tmp_path):
     assert source_label(other, "auto") == "DVC cache"
     assert source_label(other, "remote") == source_label(tmp_path, "remote") == "DVC remote local"
     assert source_label(kept, "cache") == "DVC cache"
+
+
+def test_stages_whose_outputs_are_missing_or_stale_are_left_out_by_name(project, first_call,
+                                                                          tmp_path, monkeypatch):
+    import shutil
+
+    import yaml
+
+    from ptsl.ops.restored import Store, report, restore_folder
+
+    copy = Path(shutil.copytree(project, tmp_path / "copy"))
+    (copy / "data" / "eval" / "tiny_mtsac-1.json").unlink()
+    params = yaml.safe_load((copy / "params.yaml").read_text())
+    params["experiments"]["tiny_mtsac"]["hidden_dim"] = 64  # both training stages now stale
+    (copy / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+
+    def no_store(root):
+        raise AssertionError("nothing to look up or log, so no store is opened")
+
+    out = restore_folder(copy, "cache", no_store)
+    assert out.left_out == {
+        "its params changed since dvc.lock (dvc repro runs it again)": [
+            "train@tiny_mtsac-1", "train@tiny_mtsac-2"],
+        "the params of the run it evaluated changed since dvc.lock (dvc repro runs it again)": [
+            "evaluate@tiny_mtsac-1", "evaluate@tiny_mtsac-2"]}
+    assert out.present == 0 and out.logged == {"train": 0, "evaluate": 0}
+    assert report(out, 0.1)[1] == ("restored: project: left out 2 stage(s), its params changed "
+                                   "since dvc.lock (dvc repro runs it again): "
+                                   "train@tiny_mtsac-1, train@tiny_mtsac-2")
+    # With the params back, only the evaluation whose output is gone is left out; the copy's
+    # store has the other three.
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    (copy / "params.yaml").write_text((project / "params.yaml").read_text())
+    out = restore_folder(copy, "cache", Store)
+    assert out.left_out == {"its outputs are not in the workspace (dvc pull)": [
+        "evaluate@tiny_mtsac-1"]}
+    assert out.present == 3

@@ -52,6 +52,10 @@ def store(tmp_path):
     _run(client, exp, "train@e-1", 1_200_000, [], "FAILED", end=1_210_000)
     _run(client, client.create_experiment("other/train"), "train@a-1", 1_000, [], "FINISHED",
          end=9_000_000)  # another study's
+    # Trained against another store, its outputs restored by DVC (ptsl.ops.restored): no time
+    # spent here, and no attempt.
+    restored = _run(client, exp, "train@d-1", 3_000_000, [], "FINISHED", end=3_000_100)
+    client.set_tag(restored, "ptsl.restored", "true")
     return uri
 
 

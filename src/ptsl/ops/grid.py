@@ -13,9 +13,9 @@ entry alone, training it again when those outputs are not in the cache; without 
 looks the stage up in the run cache, where the workers' results are, and records them in the new
 dvc.lock. ``--address`` joins a Ray cluster, once it answers and has a DVC default remote every
 node reaches (:mod:`ptsl.ops.cluster`); there that remote is the shared cache (workers
-``dvc repro --pull`` then ``dvc push --run-cache``, the head ``dvc repro --pull``). Workspaces and logs live in the scratch
-folder (``.scratch/grid/``). ``--mps`` runs the stages that share a GPU under NVIDIA MPS
-(:mod:`ptsl.ops.mps`).
+``dvc repro --pull`` then ``dvc push --run-cache``, the head ``dvc repro --pull``). Workspaces
+and logs live in the scratch folder (``.scratch/grid/``). ``--mps`` runs the stages that share a
+GPU under NVIDIA MPS (:mod:`ptsl.ops.mps`).
 """
 
 from __future__ import annotations

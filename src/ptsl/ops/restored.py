@@ -11,7 +11,8 @@ small output files as artifacts, and the tags ``ptsl.restored=true`` and ``ptsl.
 (the DVC cache, or a DVC remote). It reads the outputs and writes only to the MLflow store.
 
 Which stages: those with a ``dvc.lock`` entry whose params are the params file's (DVC would
-otherwise run them again, so their outputs no longer describe it) and whose output files are
+otherwise run them again, so their outputs no longer describe it; an evaluation's training
+stage too, and it must have evaluated the run that entry records) and whose output files are
 there and name their run (``summary.json``: experiment, seed and final step; the evaluation
 record: experiment and seed). Which the store already has: a FINISHED run of the stage (tag
 ``dvc_stage``, outside ``dvc exp run``) whose params agree with the stage's, a restored one
@@ -116,6 +117,30 @@ def params_changed(entry: Mapping[str, Any], raw: Mapping[str, Any]) -> list[str
     values of: DVC would run that stage again."""
     recorded = (entry.get("params") or {}).get("params.yaml") or {}
     return [key for key, value in recorded.items() if _lookup(raw, key) != value]
+
+
+def outdated(stage: Stage, lock: Mapping[str, Any], raw: Mapping[str, Any]) -> str:
+    """Why ``stage``'s dvc.lock entry no longer describes the params file (``raw``), so that DVC
+    would run it again; "" when it does. An evaluation also follows its training stage: its own
+    params (``evaluate``) say nothing of the run it evaluated."""
+    if params_changed(lock[stage.name], raw):
+        return "its params changed since dvc.lock (dvc repro runs it again)"
+    if stage.kind == "train":
+        return ""
+    item = stage.name.partition("@")[2]
+    trained = next((f"{g}@{item}" for g, kind in KINDS.items()
+                    if kind == "train" and f"{g}@{item}" in lock), None)
+    if trained is None:
+        return "dvc.lock has no entry of the run it evaluated"
+    if params_changed(lock[trained], raw):
+        return ("the params of the run it evaluated changed since dvc.lock (dvc repro runs it "
+                "again)")
+    run = (RUNS / stage.run).as_posix()
+    made = {o.get("path"): o.get("md5") for o in lock[trained].get("outs") or []}
+    used = {d.get("path"): d.get("md5") for d in lock[stage.name].get("deps") or []}
+    if made.get(run) != used.get(run):
+        return "it evaluated another run than the one dvc.lock records (dvc repro runs it again)"
+    return ""
 
 
 def read_curve(path: Path) -> tuple[list[str], list[dict[str, str]]]:
@@ -289,14 +314,15 @@ def restore_folder(folder: Path, source_choice: str, store_for: Any) -> Outcome:
         if stage.experiment not in params.experiments:
             out.leave_out(stage, "its experiment is not in params.yaml")
             continue
-        if params_changed(lock[stage.name], raw):
-            out.leave_out(stage, "its params changed since dvc.lock (`dvc repro` runs it again)")
+        why = outdated(stage, lock, raw)
+        if why:
+            out.leave_out(stage, why)
             continue
         cfg = run_config(params, stage.experiment, stage.seed)
         if stage.kind == "train":
             run_dir = folder / RUNS / stage.run
             if not all((run_dir / f).is_file() for f in RUN_FILES):
-                out.leave_out(stage, "its outputs are not in the workspace (`dvc pull`)")
+                out.leave_out(stage, "its outputs are not in the workspace (dvc pull)")
                 continue
             try:
                 summary = Summary.read_run(run_dir / "summary.json", stage.experiment,
@@ -308,7 +334,7 @@ def restore_folder(folder: Path, source_choice: str, store_for: Any) -> Outcome:
         else:
             path = folder / EVALS / f"{stage.run}.json"
             if not path.is_file():
-                out.leave_out(stage, "its outputs are not in the workspace (`dvc pull`)")
+                out.leave_out(stage, "its outputs are not in the workspace (dvc pull)")
                 continue
             try:
                 record = Evaluation.read_of(path, stage.experiment, stage.seed)

@@ -87,8 +87,8 @@ def _attempt(client: Any, run: Any) -> Attempt:
 
 
 def stage_times(client: Any, experiment: str) -> list[StageTime]:
-    """Every stage with runs in MLflow experiment ``experiment`` (outside ``dvc exp run``),
-    by stage name; an experiment that does not exist gives none."""
+    """Every stage with runs in MLflow experiment ``experiment`` (outside ``dvc exp run``,
+    restored runs left out), by stage name; an experiment that does not exist gives none."""
     exp = client.get_experiment_by_name(experiment)
     if exp is None:
         return []
@@ -97,7 +97,8 @@ def stage_times(client: Any, experiment: str) -> list[StageTime]:
     by_stage: dict[str, list[Attempt]] = {}
     for run in runs:
         stage = run.data.tags.get("dvc_stage")
-        if stage:
+        # A run DVC restored (ptsl.ops.restored) was trained elsewhere: it spent no time here.
+        if stage and run.data.tags.get("ptsl.restored") != "true":
             by_stage.setdefault(stage, []).append(_attempt(client, run))
     return [StageTime(s, tuple(sorted(a, key=lambda x: x.start_ms)))
             for s, a in sorted(by_stage.items())]
