@@ -401,8 +401,9 @@ def report(out: Outcome, seconds: float) -> list[str]:
                  f"{', '.join(kinds)}, tagged {RESTORED_TAG}=true, in {seconds:.1f} s; "
                  f"{out.present} already there"]
     else:
-        lines = [f"restored: {where}: nothing to log; {out.present} run(s) of its outputs "
-                 "already in the MLflow store"]
+        lines = [f"restored: {where}: nothing to log" + (
+            f"; {out.present} run(s) of its outputs already in the MLflow store" if out.present
+            else "")]
     for why, stages in out.left_out.items():
         shown = ", ".join(stages[:3]) + (f" and {len(stages) - 3} more" if len(stages) > 3
                                          else "")
