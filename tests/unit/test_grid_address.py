@@ -139,13 +139,19 @@ def test_an_unknown_address_form_and_misused_flags_are_one_line():
         assert proc.returncode == 2 and message in proc.stderr
 
 
+def test_the_remotes_are_read_as_dvc_reads_them(project, tmp_path):
+    """DVC's config reader, not `dvc remote list`, which wraps a long path onto a second line."""
+    far = tmp_path / ("a-folder-whose-name-is-long-enough-to-wrap-dvc-remote-list" * 2)
+    dvc(project, "remote", "add", "--local", "-d", "far", str(far))
+    try:
+        remotes = cluster.dvc_remotes(project / "data")
+    finally:
+        (project / ".dvc" / "config.local").unlink()
+    assert remotes == [Remote("store", str(project.parent / "remote")),
+                       Remote("far", str(far), True)]
+
+
 def test_which_remotes_a_cluster_takes():
-    listing = ("local   /work/ptsl-dvc-remote   (default)\n"
-               "s3\ts3://bucket/ptsl\n"
-               "spaced  /mnt/shared dvc/remote\n")
-    remotes = cluster.parse_remotes(listing)
-    assert remotes == [Remote("local", "/work/ptsl-dvc-remote", True),
-                       Remote("s3", "s3://bucket/ptsl"), Remote("spaced", "/mnt/shared dvc/remote")]
 
     def default(url: str) -> list[Remote]:
         return [Remote("r", url, True)]

@@ -149,14 +149,19 @@ class Remote:
         return Path(self.url)
 
 
-def parse_remotes(listing: str) -> list[Remote]:
-    """The remotes of ``dvc remote list``'s output (``name  url  (default)`` per line)."""
-    remotes = []
-    for line in listing.splitlines():
-        found = re.fullmatch(r"\s*(\S+)\s+(.*?)(\s+\(default\))?\s*", line)
-        if found:
-            remotes.append(Remote(found[1], found[2], bool(found[3])))
-    return remotes
+def dvc_remotes(folder: Path) -> list[Remote]:
+    """The DVC remotes of the project that holds ``folder``, as DVC's own config reader gives
+    them (every config level merged, a folder's path made absolute); ``dvc remote list`` would
+    wrap a long path onto a second line."""
+    from dvc.config import Config
+
+    top = Path(folder).resolve()
+    while not (top / ".dvc").is_dir() and top != top.parent:
+        top = top.parent
+    config = Config(dvc_dir=str(top / ".dvc"))
+    default = config.get("core", {}).get("remote")
+    return [Remote(name, str(conf.get("url", "")), name == default)
+            for name, conf in config.get("remote", {}).items()]
 
 
 def _unescape(field: str) -> str:

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from .cluster import (CONNECT_TIMEOUT_S, SHARED_FLAG, ClusterError, bounded, check_remote,
-                      parse_remotes, probe_cluster)
+                      dvc_remotes, probe_cluster)
 from .mps import MpsDaemon, MpsError
 from .paths import SCRATCH, task_cache_dir
 from .stage import USER_ERRORS
@@ -205,7 +205,7 @@ def check_cluster(root: Path, address: str, remote_is_shared: bool) -> None:
     is one its nodes share (:mod:`ptsl.ops.cluster`; a warning line where that is taken on
     trust). A :class:`ClusterError` otherwise."""
     probe_cluster(address)
-    warning = check_remote(parse_remotes(_dvc(root, "remote", "list").stdout), remote_is_shared)
+    warning = check_remote(dvc_remotes(root), remote_is_shared)
     if warning:
         print(warning, file=sys.stderr, flush=True)
 
