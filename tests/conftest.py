@@ -61,10 +61,10 @@ SLOWEST_FIRST = ("test_grid.py",            # 210
                  "test_bench.py",           # 45
                  "test_api.py",             # 35
                  "test_docs.py",            # 30
-                 "test_train.py",           # 25
+                 "test_loop.py",            # 25
                  "test_stage_deps.py",      # 20
                  "test_tracking_concurrency.py", "test_threads.py", "test_envs.py",  # 18 each
-                 "test_layers.py", "test_counting.py", "test_views.py")  # 8-17 each
+                 "test_import_layers.py", "test_counting.py", "test_views.py")  # 8-17 each
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

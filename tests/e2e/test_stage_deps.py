@@ -2,7 +2,7 @@
 tracking, the MLflow notes, the grid, a view, the README, a report module or the pin of a
 package that computes nothing leaves every training stage up to date; editing a file of the
 core, or the pin of a package that computes, makes every training stage stale.
-(tests/unit/test_layers.py checks the rule on dvc.yaml itself.)"""
+(tests/unit/test_import_layers.py checks the rule on dvc.yaml itself.)"""
 
 from __future__ import annotations
 

@@ -478,7 +478,7 @@ def main(argv: list[str] | None = None) -> int:
                      "project or study whose PTSL runs are there (`dvc pull` their train stages)")
     # Goal lists are a pure function of the Meta-World version, benchmark and seed: a study reads
     # its project's cache. The rule of ptsl.ops.paths.task_cache_dir, restated: the report layer
-    # imports nothing of ptsl.ops but the params file (tests/unit/test_layers.py).
+    # imports nothing of ptsl.ops but the params file (tests/unit/test_import_layers.py).
     scratch = Path(os.environ.get("PTSL_SCRATCH") or root / ".scratch")
     task_cache = Path(os.environ.get("PTSL_TASK_CACHE") or scratch / "tasks")
     start = time.perf_counter()
