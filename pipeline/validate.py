@@ -6,9 +6,9 @@ data/validated.json, whose content never changes, so a passing check leaves them
 
 import argparse
 
-from ptsl.ops.paths import VALIDATED
+from ptsl.ops.paths import VALIDATED, write_stamp
 from ptsl.ops.stage import run_stage
-from ptsl.ops.validate import validate_project, write_stamp
+from ptsl.ops.validate import validate_project
 
 
 def main() -> None:

@@ -3,6 +3,9 @@
 - Import rules: ``ptsl.core`` imports nothing from the rest of the package and no MLflow, DVC,
   Ray or matplotlib; ``ptsl.ops`` imports the core and itself; ``ptsl.report`` the core, the
   params file (``ptsl.ops.params``) and itself. Every import statement counts, lazy ones too.
+- No import circle among the modules of ``ptsl.ops`` (nor of ``ptsl.report`` or ``ptsl.tools``):
+  none imports a module that imports it back, directly or through others (lazy imports count: a
+  circle broken only by a function-level import still ties the two modules together).
 - A stage depends on the code that computes its outputs: dvc.yaml lists folders (the core for
   training and evaluation), and everything else a stage script runs is ``ptsl.ops`` code, which
   writes none of its outputs.
@@ -92,6 +95,69 @@ def violations(layer: str, src: Path = SRC) -> list[str]:
 def test_each_layer_imports_only_what_it_may(layer):
     assert list((PTSL / layer).rglob("*.py"))
     assert violations(layer) == [], f"{layer} may import {', '.join(MAY_IMPORT[layer])}"
+
+
+def import_circles(layer: str = "ops", src: Path = SRC) -> list[str]:
+    """Each import circle among the modules of ``layer``, as ``a -> b -> a``: one per group of
+    modules that reach each other, from the first of the group by name."""
+    prefix = f"ptsl.{layer}."
+    graph: dict[str, set[str]] = {}
+    for path in sorted((src / "ptsl" / layer).rglob("*.py")):
+        if path.name != "__init__.py":  # a package's __init__ runs before any of its modules
+            graph[_module_of(path, src)] = {
+                m for m in _package_modules(imported_modules(path, src), src)
+                if m.startswith(prefix) and _module_file(m, src).name != "__init__.py"}
+
+    def reach(start: str) -> dict[str, str | None]:
+        """Every module ``start`` reaches, each with the module it was first reached from."""
+        parent: dict[str, str | None] = {start: None}
+        todo = [start]
+        while todo:
+            here = todo.pop(0)
+            for there in sorted(graph.get(here, ())):
+                if there not in parent:
+                    parent[there] = here
+                    todo.append(there)
+        return parent
+
+    circles: list[str] = []
+    seen: set[str] = set()
+    for module in sorted(graph):
+        reached = reach(module)
+        group = {m for m in reached if m != module and module in reach(m)}
+        if module in seen or not group:
+            continue
+        seen |= group | {module}
+        last = min(m for m in group if module in graph[m])  # imports ``module`` back
+        ring = [last]
+        while reached[ring[-1]] is not None:
+            ring.append(reached[ring[-1]])
+        circles.append(" -> ".join(ring[::-1] + [module]))
+    return circles
+
+
+@pytest.mark.parametrize("folder", ["ops", "report", "tools"])
+def test_no_import_circle(folder):
+    """(The core still has one, through the method registry's lazy builder import.)"""
+    assert import_circles(folder) == [], "move the shared piece into a module both may import"
+
+
+def test_an_import_circle_is_caught_lazy_imports_included(tmp_path):
+    """Not vacuous: two ops modules importing each other, one of them inside a function, and a
+    circle through a third module, are each reported."""
+    src = tmp_path / "src"
+    files = {"ptsl/__init__.py": "", "ptsl/ops/__init__.py": "",
+             "ptsl/ops/a.py": "from .b import x\n",
+             "ptsl/ops/b.py": "def f():\n    from . import a\n",
+             "ptsl/ops/c.py": "from ptsl.ops.d import y\n",
+             "ptsl/ops/d.py": "from .e import z\n",
+             "ptsl/ops/e.py": "import ptsl.ops.c\n",
+             "ptsl/ops/f.py": "from .a import x\n"}  # imports into a circle: not one itself
+    for rel, text in files.items():
+        (src / rel).parent.mkdir(parents=True, exist_ok=True)
+        (src / rel).write_text(text)
+    assert import_circles("ops", src) == ["ptsl.ops.a -> ptsl.ops.b -> ptsl.ops.a",
+                                          "ptsl.ops.c -> ptsl.ops.d -> ptsl.ops.e -> ptsl.ops.c"]
 
 
 def test_the_rules_catch_a_stray_import(tmp_path):

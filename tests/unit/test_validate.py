@@ -12,7 +12,8 @@ from ptsl.core.errors import ConfigError
 from ptsl.ops.params import parse_params
 from ptsl.core.errors import CorruptFileError
 from ptsl.core.benchmarks import benchmark_tasks
-from ptsl.ops.validate import STAMP, check_embeddings, trained_experiments, validate_project, write_stamp
+from ptsl.ops.paths import STAMP, write_stamp
+from ptsl.ops.validate import check_embeddings, trained_experiments, validate_project
 
 from ..conftest import ROOT
 

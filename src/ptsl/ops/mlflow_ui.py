@@ -77,7 +77,7 @@ def view_links(base_url: str = "http://127.0.0.1:5000", root: Path | None = None
     """
     from mlflow.tracking import MlflowClient
 
-    from .tracking import tracking_uri
+    from .store_location import tracking_uri  # not .tracking, which imports this module
 
     client = MlflowClient(tracking_uri=tracking_uri(root))
     found = [e for e in client.search_experiments(max_results=1000)

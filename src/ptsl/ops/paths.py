@@ -9,9 +9,12 @@ checkouts, studies or test projects on one machine generate each list once.
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import Any
+
+from ..core.files import write_atomic
 
 
 def task_cache_dir(scratch: Path) -> Path:
@@ -34,9 +37,21 @@ EMBEDDINGS = Path("data/task_embeddings/metaworld-mt50.json")  # CARE's task des
 # The validate stage's output (constant content, in git): every other stage depends on it, so
 # DVC runs validate first and a passing validation never makes another stage stale.
 VALIDATED = Path("data/validated.json")
+#: Its content. Here, not in ptsl.ops.validate, because a study's sync writes it too and
+#: validate imports the study module (for the shared paths).
+STAMP = json.dumps({"valid": True, "checked": "params.yaml, task embeddings, PTSL_* settings; "
+                    "see src/ptsl/ops/validate.py"}, indent=2) + "\n"
 # The pins of the packages that compute the results: training and evaluation depend on this
 # file, and every machine that runs them must run exactly these versions.
 COMPUTE_PINS = Path("requirements/compute.txt")
+
+
+def write_stamp(path: Path = VALIDATED) -> None:
+    """The validate stage's output, rewritten only when it differs (its content never
+    changes)."""
+    path = Path(path)
+    if not path.is_file() or path.read_text() != STAMP:
+        write_atomic(path, STAMP)
 
 
 def stage_id(kind: str, experiment: str, seed: int, ptsl_group: bool) -> str:

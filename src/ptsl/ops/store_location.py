@@ -1,4 +1,9 @@
-"""A copied or moved checkout's MLflow store, pointed at the checkout's own ``mlartifacts/``.
+"""Where the project's MLflow store is (:func:`tracking_uri`), and a copied or moved checkout's
+store pointed at the checkout's own ``mlartifacts/`` (:func:`relocate`).
+
+The store's address lives here, below both :mod:`ptsl.ops.tracking` (which writes runs) and
+:mod:`ptsl.ops.mlflow_ui` (which reads them and whose experiment tags the tracker sets), so that
+neither imports the other back.
 
 MLflow records absolute artifact locations: each experiment's, and each run's (its experiment's
 location and the run id, fixed when the run is created). A store copied with its checkout
@@ -14,8 +19,11 @@ MLflow version and what to do.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
+
+from .study import shared_root
 
 #: The MLflow release this module was checked against (the pin of requirements.txt).
 CHECKED_MLFLOW = "3.17.2"
@@ -23,6 +31,29 @@ CHECKED_MLFLOW = "3.17.2"
 RELIES_ON = {"experiments": ("experiment_id", "artifact_location"),
              "runs": ("run_uuid", "artifact_uri")}
 ARTIFACTS = "mlartifacts"
+
+
+def project_root(start: Path | None = None) -> Path:
+    """The project root, also from inside a ``dvc exp run --queue`` temp copy.
+
+    Queued experiments run in ``<root>/.dvc/tmp/exps/...``; a store resolved there would vanish
+    with the copy, so such paths are mapped back to the real root.
+    """
+    path = (start or Path.cwd()).resolve()
+    parts = path.parts
+    for i in range(len(parts) - 2):
+        if parts[i:i + 3] == (".dvc", "tmp", "exps"):
+            return Path(*parts[:i])
+    return shared_root(path)  # a study's stages share the project's store
+
+
+def tracking_uri(root: Path | None = None) -> str:
+    """``MLFLOW_TRACKING_URI`` when set (a server), else the SQLite file ``mlflow.db`` at the
+    project root of ``root`` (default: the working directory)."""
+    uri = os.environ.get("MLFLOW_TRACKING_URI")
+    if uri:
+        return uri
+    return f"sqlite:///{project_root(root) / 'mlflow.db'}"
 
 
 class StoreSchemaError(RuntimeError):

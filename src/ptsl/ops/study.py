@@ -100,8 +100,7 @@ def sync(root: Path) -> list[Path]:
     """Rewrite every study's dvc.yaml from the project's, and give each the validate stage's
     constant stamp (in git, as the project's: the grid's workers clone the commit and every
     stage depends on it); returns the dvc.yaml files that changed."""
-    from .paths import VALIDATED
-    from .validate import write_stamp
+    from .paths import VALIDATED, write_stamp
 
     text = study_dvc_yaml((root / "dvc.yaml").read_text())
     changed = []

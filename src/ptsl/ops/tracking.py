@@ -34,7 +34,8 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from .mlflow_ui import experiment_tags
-from .study import shared_root, study_of
+from .store_location import project_root, tracking_uri
+from .study import study_of
 
 TRACKING_ENV = "PTSL_TRACKING"
 _BATCH = 1000  # MLflow accepts at most 1,000 metrics per log_batch call
@@ -70,33 +71,12 @@ def tracking_enabled() -> bool:
     return os.environ.get(TRACKING_ENV, "on").lower() not in ("off", "0", "false", "no")
 
 
-def project_root(start: Path | None = None) -> Path:
-    """The project root, also from inside a ``dvc exp run --queue`` temp copy.
-
-    Queued experiments run in ``<root>/.dvc/tmp/exps/...``; a store resolved there would vanish
-    with the copy, so such paths are mapped back to the real root.
-    """
-    path = (start or Path.cwd()).resolve()
-    parts = path.parts
-    for i in range(len(parts) - 2):
-        if parts[i:i + 3] == (".dvc", "tmp", "exps"):
-            return Path(*parts[:i])
-    return shared_root(path)  # a study's stages share the project's store
-
-
 def experiment_name(kind: str, start: Path | None = None) -> str:
     """The MLflow experiment of a stage kind (``train``, ``evaluate`` ...): ``<study>/<kind>``
     for a stage run in a study folder, so that a study's runs never mix with the default
     pipeline's of the same name."""
     found = study_of(start or Path.cwd())
     return f"{found[1]}/{kind}" if found else kind
-
-
-def tracking_uri(root: Path | None = None) -> str:
-    uri = os.environ.get("MLFLOW_TRACKING_URI")
-    if uri:
-        return uri
-    return f"sqlite:///{project_root(root) / 'mlflow.db'}"
 
 
 def git_commit(root: Path | None = None) -> str:

@@ -14,21 +14,16 @@ never changes it, so it never makes another stage stale.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Mapping
 
 from ..core.benchmarks import benchmark_tasks
 from ..core.config import ExperimentConfig
 from ..core.errors import ConfigError
-from ..core.files import write_atomic
 from ..core.methods import method
 from .params import Params, load_params, run_config
-from .paths import EMBEDDINGS, VALIDATED
+from .paths import EMBEDDINGS
 from .study import shared_path
-
-STAMP = json.dumps({"valid": True, "checked": "params.yaml, task embeddings, PTSL_* settings; "
-                    "see src/ptsl/ops/validate.py"}, indent=2) + "\n"
 
 
 def trained_experiments(params: Params) -> dict[str, ExperimentConfig]:
@@ -118,10 +113,3 @@ def validate_project(root: Path = Path("."), params_file: str | Path = "params.y
 
     Runtime.from_env(environ)
     return params
-
-
-def write_stamp(path: Path = VALIDATED) -> None:
-    """The stage's output, rewritten only when it differs (its content never changes)."""
-    path = Path(path)
-    if not path.is_file() or path.read_text() != STAMP:
-        write_atomic(path, STAMP)
