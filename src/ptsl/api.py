@@ -30,7 +30,8 @@ import numpy as np
 from .core import benchmarks
 from .core.agent import MultiTaskSAC
 from .core.builders import check_buildable
-from .core.config import EnvConfig, EvaluateConfig, RunConfig, SACConfig, section
+from .core.config import (EnvConfig, EvaluateConfig, RunConfig, SACConfig, reads_top_pal_dim,
+                          section)
 from .core.envs import MultiTaskVecEnv, load_tasks
 from .core.eval_tasks import TaskEvaluator
 from .core.errors import ConfigError
@@ -40,7 +41,6 @@ from .core.files import folder_aside
 from .core.log import RunLog
 from .core.loop import TrainResult
 from .core.loop import train as _train
-from .core.methods import METHODS
 from .core.persistence import load_agent
 from .core.runtime import Runtime
 from .ops.params import apply_preset, load_params, parse_params, read_yaml, run_config
@@ -224,8 +224,7 @@ def make_config(method: str = "mtsac", benchmark: str = "mt10", seed: int = 1, *
         "shared_projection": shared_projection, "residual_mode": residual_mode}
     if pal_dim is not None:
         exp["pal_dim"] = pal_dim
-    # A PTSL experiment without its own pal_dim reads the top-level one (params.yaml's rule).
-    ptsl_group = method in METHODS and METHODS[method].ptsl and pal_dim is None
+    ptsl_group = reads_top_pal_dim(method, pal_dim)  # runs.ptsl, else runs.plain
     protocol_presets = protocols()
     if protocol not in protocol_presets:
         raise ConfigError(f"protocol: unknown protocol {protocol!r}; allowed: "

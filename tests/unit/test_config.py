@@ -11,7 +11,9 @@ import yaml
 
 from ptsl.core.errors import ConfigError
 from ptsl.core.methods import METHODS
-from ptsl.core.config import ExperimentConfig
+from ptsl import make_config
+from ptsl.core.config import (ExperimentConfig, check_pal_dim, check_top_pal_dim,
+                              reads_top_pal_dim)
 from ptsl.ops.params import parse_params, run_config, stage_group
 
 from ..conftest import ROOT
@@ -163,6 +165,36 @@ def test_only_ptsl_rows_without_their_own_pal_dim_read_the_top_level_one(raw_par
     assert {stage_group(params, e) for e in params.experiments} == {False, True}
     assert stage_group(params, "mt10_care_ptsl") and not stage_group(params, "mt50_care_ptsl")
     assert not stage_group(params, "mt10_softmod")
+
+
+def test_the_api_groups_a_row_as_the_params_file_does():
+    """make_config writes its one row into runs.ptsl or runs.plain by the rule the parser checks
+    (written once, ptsl.core.config.reads_top_pal_dim): a PTSL row without its own pal_dim reads
+    the top-level one (the params file's 50), one with its own keeps it, other methods read none;
+    an unknown method is refused as a method, not as a misplaced row."""
+    assert make_config("care_ptsl", hidden_dim=64).experiment.pal_dim == 50
+    assert make_config("sac_ptsl", hidden_dim=64, pal_dim=8).experiment.pal_dim == 8
+    assert make_config("mtsac", hidden_dim=64).experiment.pal_dim is None
+    assert not reads_top_pal_dim("nope", None)
+    with pytest.raises(ConfigError, match=r"^method: unknown value 'nope'"):
+        make_config("nope")
+
+
+def test_the_pal_dim_bound_is_one_check_with_two_messages():
+    """The rank bound of an experiment's own pal_dim and of the top-level one that rows read is
+    the same check; its line names the experiment that reads the top-level value."""
+    check_pal_dim(64, 64)
+    with pytest.raises(ConfigError, match=r"^pal_dim: must be <= hidden_dim \(64\), got 65$"):
+        check_pal_dim(65, 64)
+    with pytest.raises(ConfigError, match=r"^pal_dim: must be <= 64, the hidden_dim of experiment "
+                                          r"row which reads it; got 65$"):
+        check_pal_dim(65, 64, "row")
+    rows = [ExperimentConfig(benchmark="mt10", method="care_ptsl", hidden_dim=h, name=f"r{h}")
+            for h in (128, 64)] + [ExperimentConfig(benchmark="mt10", method="care_ptsl",
+                                                    hidden_dim=16, pal_dim=8, name="own")]
+    check_top_pal_dim(64, rows)  # "own" keeps its own 8: its width of 16 does not bound it
+    with pytest.raises(ConfigError, match="experiment r64 which reads it; got 65"):
+        check_top_pal_dim(65, rows)
 
 
 def test_an_inactive_protocol_is_not_held_to_the_budgets_step_counts(raw_params):

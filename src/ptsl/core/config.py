@@ -15,7 +15,7 @@ import json
 import re
 import types
 import typing
-from typing import Annotated, Any, Literal, Mapping
+from typing import Annotated, Any, Iterable, Literal, Mapping
 
 from pydantic import (BaseModel, BeforeValidator, ConfigDict, Field, StrictBool, StrictInt,
                       StrictStr, ValidationError, model_validator)
@@ -25,7 +25,8 @@ from .errors import ConfigError
 from .methods import METHODS, RESIDUAL_MODES, method
 
 __all__ = ["ConfigError", "EnvConfig", "EvaluateConfig", "ExperimentConfig", "RunConfig",
-           "SACConfig", "TrainConfig", "config_error", "resolve_run", "section"]
+           "SACConfig", "TrainConfig", "check_pal_dim", "check_top_pal_dim", "config_error",
+           "reads_top_pal_dim", "resolve_run", "section"]
 
 #: Upper bound of a seed: derived seeds (seed + k) must stay inside numpy's 32-bit seed range.
 MAX_SEED = 2**31 - 1
@@ -198,18 +199,50 @@ class ExperimentConfig(Section):
             raise ValueError(f"residual_mode: {self.residual_mode!r} needs a down-projection in "
                              f"every layer, which {self.method} does not have; allowed for "
                              f"{self.method}: {', '.join(spec.residual_modes)}")
-        if self.pal_dim is not None and self.pal_dim > self.hidden_dim:
-            # The PTSL rank projects the hidden layer down; a larger rank adds parameters and no
-            # expressiveness (and makes the shared projections wider than the layer they compress).
-            raise ValueError(f"pal_dim: must be <= hidden_dim ({self.hidden_dim}), "
-                             f"got {self.pal_dim}")
+        if self.pal_dim is not None:
+            check_pal_dim(self.pal_dim, self.hidden_dim)
         return self
 
     @property
     def reads_pal_dim(self) -> bool:
-        """A PTSL experiment without its own pal_dim reads the top-level one (DVC group
-        train_ptsl)."""
-        return method(self.method).ptsl and self.pal_dim is None
+        """Whether this experiment reads the top-level pal_dim (:func:`reads_top_pal_dim`)."""
+        return reads_top_pal_dim(self.method, self.pal_dim)
+
+
+# The top-level pal_dim: which experiments read it and how large it may be. The params parser
+# (ptsl.ops.params) and the Python API (ptsl.api) use these two; the rule is written only here.
+
+
+def reads_top_pal_dim(method_name: str, pal_dim: int | None) -> bool:
+    """Whether an experiment of method ``method_name`` whose own ``pal_dim`` is ``pal_dim``
+    (None: unset) reads the params file's top-level pal_dim: exactly the PTSL experiments
+    without their own. Their stages form the DVC group ``train_ptsl``, the one that lists the
+    top-level key, so ``dvc exp run -S pal_dim=...`` re-runs them and no other row. An unknown
+    method reads nothing (its name is refused where the experiment is parsed)."""
+    return method_name in METHODS and METHODS[method_name].ptsl and pal_dim is None
+
+
+def check_pal_dim(pal_dim: int, hidden_dim: int, reader: str | None = None) -> None:
+    """PTSL's rank bound: ``pal_dim`` at most the ``hidden_dim`` of the experiment that uses it.
+    ``reader``: the experiment that reads the top-level pal_dim with the smallest hidden_dim
+    (None: ``pal_dim`` is the experiment's own). Raises a one-line :class:`ConfigError`."""
+    if pal_dim <= hidden_dim:
+        return
+    # The PTSL rank projects the hidden layer down; a larger rank adds parameters and no
+    # expressiveness (and makes the shared projections wider than the layer they compress).
+    if reader is None:
+        raise ConfigError(f"pal_dim: must be <= hidden_dim ({hidden_dim}), got {pal_dim}")
+    raise ConfigError(f"pal_dim: must be <= {hidden_dim}, the hidden_dim of experiment {reader} "
+                      f"which reads it; got {pal_dim}")
+
+
+def check_top_pal_dim(pal_dim: int, experiments: Iterable[ExperimentConfig]) -> None:
+    """The top-level ``pal_dim`` against every experiment of ``experiments`` that reads it (the
+    one with the smallest hidden_dim is named when it is too large)."""
+    readers = [e for e in experiments if e.reads_pal_dim]
+    if readers:
+        smallest = min(readers, key=lambda e: e.hidden_dim)
+        check_pal_dim(pal_dim, smallest.hidden_dim, smallest.name)
 
 
 # Keys that older saved agents carry in their config; the machine now chooses them

@@ -21,8 +21,8 @@ from pydantic import (BaseModel, ConfigDict, Field, StrictBool, StrictStr, TypeA
                       ValidationError)
 
 from ..core.config import (MAX_SEED, Count, EnvConfig, EvaluateConfig, ExperimentConfig,
-                           RunConfig, SACConfig, Section, Seed, TrainConfig, config_error,
-                           resolve_run, section)
+                           RunConfig, SACConfig, Section, Seed, TrainConfig, check_top_pal_dim,
+                           config_error, resolve_run, section)
 from ..core.errors import ConfigError
 
 # Experiment and table names become DVC stage names, file names and dotted params keys
@@ -242,12 +242,7 @@ def parse_params(raw: Any, check_presets: bool = True, step_multiples: bool = Tr
     if not set(long_seeds) <= set(seeds):
         raise ConfigError(f"long_seeds: must be a subset of seeds {list(seeds)}, got {list(long_seeds)}")
     pal_dim = _top(raw, "pal_dim")
-    readers = [e for e in experiments.values() if e.reads_pal_dim]
-    if readers:
-        smallest = min(readers, key=lambda e: e.hidden_dim)
-        if pal_dim > smallest.hidden_dim:
-            raise ConfigError(f"pal_dim: must be <= {smallest.hidden_dim}, the hidden_dim of "
-                              f"experiment {smallest.name} which reads it; got {pal_dim}")
+    check_top_pal_dim(pal_dim, experiments.values())
     train = section(TrainConfig, raw["train"], "train")
     if train.long_steps < train.steps:
         raise ConfigError(f"train.long_steps: must be >= train.steps ({train.steps}), "
