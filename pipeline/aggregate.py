@@ -4,9 +4,9 @@ heatmaps per table, DVC plot data (reports/plots/), the headline metric of every
 the protocol record, an .npz per table) and, when videos were recorded, the GIFs
 (reports/videos/) and a rollout contact sheet per table; all logged to MLflow as artifacts."""
 
-import argparse
 from pathlib import Path
 
+from ptsl.cli import ArgumentParser
 from ptsl.ops.machine import pinned_versions
 from ptsl.ops.params import load_params
 from ptsl.ops.paths import COMPUTE_PINS, EVALS, PUBLISHED, REPORTS, RUNS, VIDEOS
@@ -18,7 +18,7 @@ from ptsl.report.rollouts import collect_videos
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__)
+    ap = ArgumentParser(description=__doc__)
     ap.add_argument("--params", default="params.yaml", help="params file (default: %(default)s)")
     ap.add_argument("--out", default=str(REPORTS),
                     help="folder that receives the reports (default: %(default)s)")

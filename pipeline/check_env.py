@@ -6,9 +6,9 @@ a training stage's cache key never holds the machine (training depends on the pi
 requirements/compute.txt, which every stage checks with ptsl.ops.machine.check_machine). The
 per-benchmark checks go to reports/benchmarks.json (the stage's output), both to MLflow."""
 
-import argparse
 from pathlib import Path
 
+from ptsl.cli import ArgumentParser
 from ptsl.core.envs import check_benchmark
 from ptsl.core.files import write_json
 from ptsl.ops.machine import check_machine
@@ -19,7 +19,7 @@ from ptsl.ops.tracking import start_run
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__)
+    ap = ArgumentParser(description=__doc__)
     ap.add_argument("--params", default="params.yaml", help="params file (default: %(default)s)")
     ap.add_argument("--out", default=str(REPORTS),
                     help="folder that receives environment.json and benchmarks.json "

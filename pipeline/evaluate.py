@@ -2,9 +2,9 @@
 task, write data/eval/<experiment>-<seed>.json; with evaluate.videos, also record one episode per
 task as GIFs under data/videos/<experiment>-<seed>/ (else only its index.json)."""
 
-import argparse
 from pathlib import Path
 
+from ptsl.cli import ArgumentParser
 from ptsl.ops.machine import check_machine
 from ptsl.ops.params import load_params, run_config, stage_group
 from ptsl.ops.paths import EVALS, RUNS, TASK_CACHE, VIDEOS, run_id, stage_id
@@ -13,7 +13,7 @@ from ptsl.ops.tracking import start_run
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__)
+    ap = ArgumentParser(description=__doc__)
     ap.add_argument("--exp", required=True,
                     help="experiment name: a key of `experiments` in the params file")
     ap.add_argument("--seed", required=True, type=int, help="seed of the trained run to evaluate")

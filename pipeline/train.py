@@ -1,8 +1,8 @@
 """Stage train@<experiment>-<seed>: train one run, write data/runs/<experiment>-<seed>/."""
 
-import argparse
 from pathlib import Path
 
+from ptsl.cli import ArgumentParser
 from ptsl.ops.machine import check_machine
 from ptsl.ops.params import load_params, run_config, stage_group
 from ptsl.ops.paths import RESUME, RUNS, TASK_CACHE, run_id, stage_id
@@ -11,7 +11,7 @@ from ptsl.ops.tracking import start_run
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__)
+    ap = ArgumentParser(description=__doc__)
     ap.add_argument("--exp", required=True,
                     help="experiment name: a key of `experiments` in the params file")
     ap.add_argument("--seed", required=True, type=int,

@@ -4,15 +4,15 @@ embeddings the CARE experiments read and the PTSL_* settings of this machine; a 
 line naming the key or file and what is allowed. Every other stage depends on the output,
 data/validated.json, whose content never changes, so a passing check leaves them up to date."""
 
-import argparse
 
+from ptsl.cli import ArgumentParser
 from ptsl.ops.paths import VALIDATED, write_stamp
 from ptsl.ops.stage import run_stage
 from ptsl.ops.validate import validate_project
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__)
+    ap = ArgumentParser(description=__doc__)
     ap.add_argument("--params", default="params.yaml", help="params file (default: %(default)s)")
     ap.add_argument("--out", default=str(VALIDATED),
                     help="the stamp written when everything is valid (default: %(default)s)")

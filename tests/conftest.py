@@ -59,6 +59,7 @@ SLOWEST_FIRST = ("test_grid.py",            # 210
                  "test_protocols_e2e.py",   # ~55
                  "test_thread_count.py",    # 55
                  "test_bench.py",           # 45
+                 "test_entry_points.py",    # ~45 (90 s of CPU: some 70 command processes)
                  "test_api.py",             # 35
                  "test_docs.py",            # 30
                  "test_loop.py",            # 25

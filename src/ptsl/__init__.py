@@ -22,6 +22,9 @@ The package in layers, each a folder:
 - :mod:`ptsl.report`: records -> tables, statistics, figures, the README results block.
 - :mod:`ptsl.tools`: developer tools no stage runs (benchmark, parameter counting, learning check).
 
+Beside them, :mod:`ptsl.cli`: what every command answers alike (``--help``, an unknown argument
+named, an expected error in one line); every layer but the core may use it.
+
 ``import ptsl`` loads nothing heavy: each name below is imported from :mod:`ptsl.api` on first use.
 """
 

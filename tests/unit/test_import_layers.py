@@ -1,7 +1,8 @@
 """The package's layers and the stages' cache keys.
 
 - Import rules: ``ptsl.core`` imports nothing from the rest of the package and no MLflow, DVC,
-  Ray or matplotlib; ``ptsl.ops`` imports the core and itself; ``ptsl.report`` the core, the
+  Ray or matplotlib; ``ptsl.ops`` imports the core, the commands' shared parser (``ptsl.cli``,
+  which imports only the core's errors) and itself; ``ptsl.report`` the core, ``ptsl.cli``, the
   params file (``ptsl.ops.params``) and itself. Every import statement counts, lazy ones too.
 - No import circle among the modules of ``ptsl.ops`` (nor of ``ptsl.report`` or ``ptsl.tools``):
   none imports a module that imports it back, directly or through others (lazy imports count: a
@@ -27,9 +28,11 @@ PTSL = SRC / "ptsl"
 #: What each layer may import from the package.
 MAY_IMPORT = {
     "core": ("ptsl.core",),
-    "ops": ("ptsl.core", "ptsl.ops"),
-    "report": ("ptsl.core", "ptsl.ops.params", "ptsl.report"),
+    "ops": ("ptsl.core", "ptsl.cli", "ptsl.ops"),
+    "report": ("ptsl.core", "ptsl.cli", "ptsl.ops.params", "ptsl.report"),
 }
+#: What the commands' shared parser may import: it sits below every layer but the core.
+CLI_MAY_IMPORT = ("ptsl.core.errors",)
 #: Libraries the core must not import: its results must not depend on tracking, pipeline
 #: tools or plotting.
 NOT_IN_CORE = ("mlflow", "dvc", "ray", "matplotlib")
@@ -95,6 +98,11 @@ def violations(layer: str, src: Path = SRC) -> list[str]:
 def test_each_layer_imports_only_what_it_may(layer):
     assert list((PTSL / layer).rglob("*.py"))
     assert violations(layer) == [], f"{layer} may import {', '.join(MAY_IMPORT[layer])}"
+
+
+def test_the_shared_parser_imports_only_the_errors():
+    imports = _package_modules(imported_modules(PTSL / "cli.py"))
+    assert imports and all(m.startswith(CLI_MAY_IMPORT) for m in imports), imports
 
 
 def import_circles(layer: str = "ops", src: Path = SRC) -> list[str]:
@@ -231,12 +239,13 @@ def test_a_stage_depends_on_the_code_that_computes_it(stage):
     assert [d for d in deps if d.startswith("requirements")] == PIN_DEPS[stage]
     assert "requirements.txt" not in deps  # a tool's pin re-runs nothing
     # What the script runs beyond its listed source is the pipeline's operations (checks,
-    # tracking, the params file, paths) and the package's lazy __init__: none of it writes a
-    # number of the outputs.
+    # tracking, the params file, paths), the package's lazy __init__ and the commands' parser
+    # (ptsl/cli.py): none of it writes a number of the outputs.
     closure = source_closure(ROOT / script)
     assert any(_covered(p, SOURCE_DEPS[stage]) for p in closure)
     other = sorted(str(p.relative_to(ROOT)) for p in closure if not _covered(p, deps))
-    assert all(p.startswith("src/ptsl/ops/") or p == "src/ptsl/__init__.py" for p in other), \
+    assert all(p.startswith("src/ptsl/ops/") or p in ("src/ptsl/__init__.py", "src/ptsl/cli.py")
+               for p in other), \
         f"{stage}: its script runs {other} outside its deps"
     for dep in deps:
         if "$" not in dep and not dep.startswith(("data/", "reports/")):

@@ -12,7 +12,6 @@ primary metric's mean over seeds at the table's step, ``reports/metrics/<row>.js
 
 from __future__ import annotations
 
-import argparse
 import json
 import shutil
 import subprocess
@@ -21,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from ..cli import ArgumentParser
 from ..core.errors import ConfigError
 from .paths import REPORTS
 from .stage import run_stage
@@ -153,7 +153,7 @@ def render(cols: Sequence[Column], only_changed: bool = False, width: int = 120)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(prog="python -m ptsl.ops.exps",
+    ap = ArgumentParser(prog="python -m ptsl.ops.exps",
                                  description="DVC experiments side by side: a column per "
                                              "experiment, a line per changed param and per table "
                                              "row with its headline number.",

@@ -113,5 +113,8 @@ def _count(client, experiment_id: str, query: str) -> int:
 
 
 if __name__ == "__main__":  # `make ui` prints these before starting the server
+    from ..cli import ArgumentParser
+
+    ArgumentParser(prog="python -m ptsl.ops.mlflow_ui", description=__doc__).parse_args()
     print("\n".join(view_links()) or "no training runs in the store yet: `make repro` trains "
           "them, `make pull` restores them from the DVC remote")

@@ -8,12 +8,12 @@ no training stage.
 
 from __future__ import annotations
 
-import argparse
 import io
 from pathlib import Path
 
 import yaml
 
+from ..cli import ArgumentParser
 from ..core.errors import ConfigError
 from ..core.files import write_atomic
 from .params import ACTIVE_KEY, apply_preset, dotted_parent, parse_params
@@ -62,9 +62,10 @@ def switch(path: Path, section: str, name: str) -> dict:
 def main(section: str, doc: str) -> None:
     """The command line of one switch."""
     active_key = ACTIVE_KEY[section]
-    ap = argparse.ArgumentParser(description=doc)
+    ap = ArgumentParser(prog=f"python -m ptsl.ops.{active_key}", description=doc)
     ap.add_argument("name", help=f"{active_key} preset from params.yaml `{section}:`")
-    ap.add_argument("--params", default="params.yaml")
+    ap.add_argument("--params", default="params.yaml",
+                    help="the params file (default: %(default)s)")
     args = ap.parse_args()
     preset = switch(Path(args.params), section, args.name)
     print(f"{active_key} {args.name}: " + ", ".join(f"{k}={v}" for k, v in preset.items()))

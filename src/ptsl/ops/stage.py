@@ -1,5 +1,6 @@
 """What the stage scripts share: one clear line and a non-zero exit on bad input or a failed
-check, instead of a traceback."""
+check, instead of a traceback (every command's rule, :mod:`ptsl.cli`), and a ``kill`` that
+unwinds like Ctrl-C."""
 
 from __future__ import annotations
 
@@ -7,13 +8,12 @@ import signal
 import sys
 from typing import Callable
 
-from ..core.errors import (ConfigError, CorruptFileError, EnvCheckError, GraphCaptureError,
-                           TrainingDiverged, WriteError)
+from ..cli import USER_ERRORS as COMMAND_ERRORS
 from .tracking import TrackingError
 
-# Errors whose message already says what is wrong and what to do.
-USER_ERRORS = (ConfigError, FileNotFoundError, EnvCheckError, TrainingDiverged, CorruptFileError,
-               WriteError, TrackingError, GraphCaptureError)
+# Errors whose message already says what is wrong and what to do: every command's, and the
+# tracking store's.
+USER_ERRORS = (*COMMAND_ERRORS, TrackingError)
 
 
 def run_stage(main: Callable[[], None]) -> None:

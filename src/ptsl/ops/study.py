@@ -14,7 +14,6 @@ that the committed ones match.
 
 from __future__ import annotations
 
-import argparse
 import os
 import re
 import shutil
@@ -24,6 +23,7 @@ from typing import Any
 
 import yaml
 
+from ..cli import ArgumentParser, run
 from ..core.errors import ConfigError
 from ..core.files import write_atomic
 
@@ -132,8 +132,7 @@ def new(root: Path, name: str, source: str) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m ptsl.ops.study", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = ArgumentParser(prog="python -m ptsl.ops.study", description=__doc__)
     sub = ap.add_subparsers(dest="command", required=True)
     sub.add_parser("sync", help="rewrite every study's dvc.yaml from the project's")
     add = sub.add_parser("new", help="start a study from another study's params.yaml")
@@ -161,4 +160,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run(main)

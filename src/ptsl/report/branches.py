@@ -24,7 +24,6 @@ A branch the zero-initialised projections keep dead (reference Q9) measures exac
 
 from __future__ import annotations
 
-import argparse
 import math
 import os
 import re
@@ -39,6 +38,7 @@ import pandas as pd
 import torch
 import torch.nn.functional as F
 
+from ..cli import ArgumentParser, run
 from ..core.agent import MultiTaskSAC, one_cpu_thread
 from ..core.builders import Shapes, build_agent
 from ..core.config import RunConfig
@@ -438,8 +438,7 @@ _STUDY_NAME = re.compile(r"[a-z0-9][a-z0-9-]*")
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m ptsl.report.branches [--study NAME] --out DIR``: measure, print, write."""
-    ap = argparse.ArgumentParser(prog="python -m ptsl.report.branches", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = ArgumentParser(prog="python -m ptsl.report.branches", description=__doc__)
     ap.add_argument("--study", help="a study (a folder under studies/); default: the project's "
                                     "own pipeline in the working directory")
     ap.add_argument("--out", required=True,
@@ -500,4 +499,4 @@ def _fail(message: str) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run(main)

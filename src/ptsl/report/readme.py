@@ -17,10 +17,10 @@ from __future__ import annotations
 import json
 import re
 import statistics
-import sys
 from pathlib import Path
 from typing import Any, Mapping
 
+from ..cli import ArgumentParser, run
 from ..core.files import write_atomic
 from .markdown import SUMMARY_END, SUMMARY_START
 
@@ -174,7 +174,23 @@ def update(readme_path: Path = Path("README.md"),
     return new != readme
 
 
+def main(argv: list[str] | None = None) -> int:
+    """``python -m ptsl.report.readme [--readme FILE] [--results FILE]``: rewrite the README's
+    generated blocks from the reports."""
+    ap = ArgumentParser(prog="python -m ptsl.report.readme", description=__doc__)
+    ap.add_argument("--readme", type=Path, default=Path("README.md"),
+                    help="the README whose blocks are rewritten (default: %(default)s)")
+    ap.add_argument("--results", type=Path, default=Path("reports/results.md"),
+                    help="the default pipeline's results (default: %(default)s)")
+    args = ap.parse_args(argv)
+    if not args.readme.is_file():
+        raise FileNotFoundError(f"{args.readme}: no such file; run this from the project root "
+                                "or name the README with --readme")
+    changed = update(args.readme, args.results)
+    print(f"{args.readme} results {'updated' if changed else 'already current'}")
+    return 0
+
+
 if __name__ == "__main__":
-    changed = update()
-    print("README.md results updated" if changed else "README.md results already current")
-    sys.exit(0)
+    # ValueError: a README without its block markers (embedded), said in one line.
+    run(main, (ValueError,))

@@ -13,6 +13,7 @@ observation of Meta-World v3 on MT10 and MT50.
 
 from __future__ import annotations
 
+from ..cli import ArgumentParser, run
 from ..core.config import ExperimentConfig
 from ..core.counts import count_parameters
 
@@ -196,10 +197,7 @@ def params_report(path: str) -> str:
 
 def main() -> None:
     """Print the count table, or with ``--params FILE`` the matched sizes of that file's rows."""
-    import argparse
-
-    ap = argparse.ArgumentParser(prog="python -m ptsl.tools.counting", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = ArgumentParser(prog="python -m ptsl.tools.counting", description=__doc__)
     ap.add_argument("--params", default=None,
                     help="solve the matched hidden sizes of this params file's experiments")
     args = ap.parse_args()
@@ -207,4 +205,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run(main)

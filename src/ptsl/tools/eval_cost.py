@@ -12,13 +12,13 @@ Timings on one torch thread; a machine's own figures, not a test.
 
 from __future__ import annotations
 
-import argparse
 import os
 import time
 
 import numpy as np
 import torch
 
+from ..cli import ArgumentParser, run, whole
 from ..core.builders import Shapes, build_agent
 from ..core.config import EnvConfig, ExperimentConfig, RunConfig, SACConfig, TrainConfig
 from ..core.envs import load_tasks
@@ -62,8 +62,8 @@ def scripted_steps(tasks, episodes: int) -> tuple[int, int]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--episodes", type=int, default=2,
+    ap = ArgumentParser(prog="python -m ptsl.tools.eval_cost", description=__doc__)
+    ap.add_argument("--episodes", type=whole(1), default=2,
                     help="episodes per task timed, scaled to 50 (default: %(default)s)")
     args = ap.parse_args()
     torch.set_num_threads(1)
@@ -93,4 +93,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run(main)

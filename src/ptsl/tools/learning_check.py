@@ -9,11 +9,11 @@ episodes, fixed goal, 1500 random steps then one update per step).
 
 from __future__ import annotations
 
-import argparse
-import sys
 from pathlib import Path
 
-from ..core.config import EnvConfig, ExperimentConfig, RunConfig, SACConfig, TrainConfig
+from ..cli import ArgumentParser, run, whole
+from ..core.config import (MAX_SEED, EnvConfig, ExperimentConfig, RunConfig, SACConfig,
+                           TrainConfig)
 from ..core.files import write_atomic
 from ..core.loop import train
 from ..ops.paths import TASK_CACHE
@@ -34,10 +34,12 @@ def learning_check_config(steps: int = 100_000, seed: int = 1) -> RunConfig:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--steps", type=int, default=100_000)
-    ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--out", default="reports/learning_check.csv")
+    ap = ArgumentParser(prog="python -m ptsl.tools.learning_check", description=__doc__)
+    ap.add_argument("--steps", type=whole(1), default=100_000,
+                    help="vector steps to train (default: %(default)s)")
+    ap.add_argument("--seed", type=whole(0, MAX_SEED), default=1, help="run seed (default: 1)")
+    ap.add_argument("--out", default="reports/learning_check.csv",
+                    help="the evaluation curve's CSV (default: %(default)s)")
     args = ap.parse_args(argv)
     cfg = learning_check_config(args.steps, args.seed)
 
@@ -56,4 +58,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run(main)

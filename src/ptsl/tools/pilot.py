@@ -16,7 +16,6 @@ seed 30,000 steps with that value (evaluating at the study's own interval) and w
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import tempfile
@@ -24,6 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ..cli import ArgumentParser, run
 from ..core.config import TrainConfig
 from ..core.errors import ConfigError
 from ..core.files import write_atomic
@@ -95,8 +95,7 @@ def pilot_row(params: Any, name: str, steps: int, seed: int = 1) -> tuple[dict[s
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m ptsl.tools.pilot", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = ArgumentParser(prog="python -m ptsl.tools.pilot", description=__doc__)
     ap.add_argument("--study", required=True, help="the study's name (a folder under studies/)")
     ap.add_argument("--steps", type=int, default=2000, help="vector steps per row (default 2000)")
     ap.add_argument("--row", action="append", default=[], metavar="EXPERIMENT",
@@ -151,4 +150,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run(main)

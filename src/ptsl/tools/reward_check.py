@@ -39,6 +39,7 @@ from typing import Any, Callable, NoReturn
 import numpy as np
 import pandas as pd
 
+from ..cli import ArgumentParser, run
 from ..core.config import EnvConfig
 from ..core.envs import MetaWorldTaskEnv, TaskSet, load_tasks, task_seed
 from ..core.files import write_atomic
@@ -436,8 +437,9 @@ def markdown(frame: pd.DataFrame, seed: int, episodes: int) -> str:
     return "\n".join(head + table_lines(frame) + verdicts) + "\n"
 
 
-class _Parser(argparse.ArgumentParser):
-    """argparse with bad input reported on one line (the project's rule) and exit status 2."""
+class _Parser(ArgumentParser):
+    """The commands' parser with bad input reported on one line, naming what is allowed, and
+    exit status 2."""
 
     def error(self, message: str) -> NoReturn:
         if "allowed" not in message:  # an unknown flag or a missing value
@@ -498,4 +500,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run(main)

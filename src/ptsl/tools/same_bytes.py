@@ -13,7 +13,6 @@ recorded against the new code with ``dvc commit``.
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import os
@@ -23,6 +22,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from ..cli import ArgumentParser, run
 from ..core.errors import ConfigError
 
 # Run under the other checkout's code: only what every version of the project has (RunConfig,
@@ -71,8 +71,7 @@ def train_with(code: Path, cfg: Any, out: Path) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m ptsl.tools.same_bytes", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = ArgumentParser(prog="python -m ptsl.tools.same_bytes", description=__doc__)
     ap.add_argument("--params", required=True, help="the params file whose rows are trained")
     ap.add_argument("--before", required=True, help="checkout whose src/ is the code before")
     ap.add_argument("--after", default=".", help="checkout whose src/ is the code after "
@@ -133,4 +132,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run(main)

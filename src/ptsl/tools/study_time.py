@@ -10,10 +10,10 @@ The store is the one the stages logged to: ``MLFLOW_TRACKING_URI``, by default t
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
+from ..cli import ArgumentParser, run
 from ..ops.params import load_params, stage_group
 from ..ops.paths import stage_id
 from ..ops.study import study_dirs
@@ -23,8 +23,7 @@ from ..report.timeline import plot_timeline
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m ptsl.tools.study_time", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = ArgumentParser(prog="python -m ptsl.tools.study_time", description=__doc__)
     ap.add_argument("name", help="the study (a folder under studies/)")
     ap.add_argument("--out", help="folder for time.json and time.png (default: studies/<name>)")
     args = ap.parse_args(argv)
@@ -54,4 +53,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    run(main)

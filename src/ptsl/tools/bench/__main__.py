@@ -12,7 +12,6 @@ exit status 1) leaves the others' figures on disk.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import platform
 import sys
@@ -23,6 +22,7 @@ from typing import Any
 
 import torch
 
+from ...cli import ArgumentParser
 from ...core.envs import load_tasks
 from ...core.runtime import Runtime, precision
 from ...ops.params import load_params
@@ -75,8 +75,7 @@ def _versions() -> dict[str, str]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(prog="python -m ptsl.tools.bench", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = ArgumentParser(prog="python -m ptsl.tools.bench", description=__doc__)
     ap.add_argument("--params", default="params.yaml", help="experiments whose sizes are measured")
     ap.add_argument("--out", default="reports/bench", help="folder of the JSON record")
     ap.add_argument("--rounds", type=int, default=None,
