@@ -111,7 +111,7 @@ def test_make_config_defaults_are_params_yaml(raw_params):
     sac = {**raw_params["sac"], **{k.split(".")[1]: v for k, v in BUDGETS["small"].items()
                                    if k.startswith("sac.")}}
     assert small.sac.model_dump() == pytest.approx(sac)
-    assert small.env.model_dump() == raw_params["env"]
+    assert small.env == EnvConfig(**raw_params["env"])  # a key params.yaml omits: its default
     assert (small.train.steps, small.train.eval_every, small.sac.batch_size) == (300, 150, 128)
     paper = make_config("care", "mt50", budget="paper")
     assert (paper.train.steps, paper.train.eval_every, paper.sac.batch_size,
@@ -183,7 +183,7 @@ def test_make_config_builds_every_method_and_protocol():
     ({"env": {"goals": "x"}}, "env.goals: unknown value 'x'; allowed: fixed, resample"),
     ({"env": {"foo": 1}}, "env.foo: unknown key; allowed: episode_length, goals, "
                           "reward_version, normalize_reward, reward_alpha, "
-                          "eval_ends_at_success"),
+                          "eval_ends_at_success, observation"),
     ({"sac": {"tau": 2}}, "sac.tau: must be <= 1.0, got 2"),
     ({"sac": 3}, "sac: expected a SACConfig or a mapping of its keys, got 3"),
     ({"seed": -1}, "seed: expected an integer >= 0, got -1"),

@@ -1,7 +1,7 @@
-"""Embed the summary of the generated results (the top of reports/results.md: the headline table
-of each benchmark, one line of protocol, one line of metric) into README.md between markers, with
-a link to every table, so the README shows exactly what the last pipeline run produced.
-``make repro`` runs it after ``dvc repro``; a test fails when the README is out of date.
+"""Keep README.md's generated parts equal to the reports. The default pipeline's block
+(``<!-- results:start -->`` ... ``results:end -->``) is one line: its budget and a link to
+reports/results.md, since at the small budget its tables check the pipeline rather than compare
+methods. ``make repro`` runs this after ``dvc repro``; a test fails when the README is out of date.
 
 A study's summary goes between its own markers (``<!-- study NAME results:start -->`` and
 ``... results:end -->``) from ``studies/NAME/reports/results.md`` once its aggregate has run,
@@ -50,6 +50,19 @@ def render(results_md: str, reports_prefix: str = "reports/",
     full = f"{reports_prefix}results.md"
     return (f"{markers[0]}\n{body}\n\nEvery table with its notes, figures and the sources of the "
             f"published values: [{full}]({full}).\n{markers[1]}")
+
+
+def render_check(results_md: str) -> str:
+    """The README's line on the default pipeline (between :data:`START` and :data:`END`): its
+    budget, read from results.md's protocol line, and that its tables check the pipeline (no
+    method learns at the small budget), with a link to them."""
+    m = re.search(r"; (budget `[^`]+`: [^;]+); ", results_md)
+    if m is None:
+        raise ValueError("results.md has no budget in its protocol line; run `dvc repro` to "
+                         "rebuild it")
+    return (f"{START}\nThe default pipeline's tables ({m.group(1)}) check that every stage runs "
+            "end to end; at that budget no method learns, so they are not results: "
+            f"[reports/results.md](reports/results.md).\n{END}")
 
 
 def time_line(name: str, record: Mapping[str, Any], figure: bool = False) -> str:
@@ -166,7 +179,7 @@ def update(readme_path: Path = Path("README.md"),
     if not results_path.is_file():
         raise FileNotFoundError(f"{results_path} is missing; run `dvc repro` first")
     readme = readme_path.read_text()
-    new = readme.replace(embedded(readme), render(results_path.read_text()))
+    new = readme.replace(embedded(readme), render_check(results_path.read_text()))
     new = with_studies(new, readme_path.resolve().parent)
     new = with_contrasts(new, readme_path.resolve().parent)
     if new != readme:

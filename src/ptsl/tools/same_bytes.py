@@ -52,7 +52,8 @@ def short_config(params: Any, name: str, seed: int, steps: int) -> Any:
     from ..ops.params import run_config
 
     cfg = run_config(params, name, seed)
-    steps = steps or cfg.train.steps
+    if not steps:
+        return cfg  # the stage's own run: its outputs are the stage's, byte for byte
     every = cfg.train.eval_every if steps % cfg.train.eval_every == 0 else steps
     return cfg.model_copy(update={"train": TrainConfig(
         steps=steps, eval_every=every, checkpoint_every=steps,
