@@ -17,11 +17,11 @@ COMPILE_SKIP := /tests?/|site-packages/(OpenGL|sklearn|networkx|pip|setuptools)/
 
 $(STAMP): requirements.txt $(wildcard requirements/*.txt) pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
-	# pip byte-compiles one file after another (100 s here); compileall does the same on every
-	# core. Ahead of time, because a process run with PYTHONDONTWRITEBYTECODE=1 (as on CI) never
-	# caches what it compiles. Left out: what no process of the project imports (COMPILE_SKIP,
-	# 9,600 of 22,000 files, half the compile time), and a file of Python 3.12 syntax, which pip
-	# skips too. A module left out still runs, compiled in memory when imported.
+	# pip byte-compiles one file after another; compileall does the same on every core. Ahead of
+	# time, because a process run with PYTHONDONTWRITEBYTECODE=1 (as on CI) never caches what it
+	# compiles. Left out: what no process of the project imports (COMPILE_SKIP, about half the
+	# compile time: docs/speed.md#where-the-test-suites-time-goes), and a file of Python 3.12
+	# syntax, which pip skips too. A module left out still runs, compiled in memory when imported.
 	$(PY) -m pip install --disable-pip-version-check -q --no-compile -r requirements.txt
 	$(PY) -m compileall -q -j 0 -x '$(COMPILE_SKIP)' \
 	  "$$($(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
@@ -71,8 +71,8 @@ budget-%: install
 protocol-%: install
 	python -m ptsl.ops.protocol $*
 
-# Everything CI checks, on every core (pytest-xdist): about 9 minutes on 2 cores after the
-# install; the unit tests alone take about 2 minutes (make test-unit). Under xdist a file's tests
+# Everything CI checks, on every core (pytest-xdist; its time:
+# docs/speed.md#where-the-test-suites-time-goes). Under xdist a file's tests
 # stay on one worker (--dist loadfile), so the project a module fixture builds (a DVC pipeline
 # run) is built once; files go out in the order tests/conftest.py gives (slowest first), since
 # xdist's own reorder (most tests first) would leave the long pipelines for the end.
