@@ -93,7 +93,9 @@ def test_the_reports_carry_the_contrasts(tmp_path):
     assert "**Paired contrasts**" in table and "**Primary.** CARE+PTSL minus CARE" in table
     csv = (tmp_path / "tables" / "t_contrasts.csv").read_text().splitlines()
     assert len(csv) == 1 + 2 * 4  # a line per contrast and seed
-    assert "**Primary.**" in (tmp_path / "results.md").read_text()  # in the summary too
+    results = (tmp_path / "results.md").read_text()
+    summary = results[:results.index("<!-- summary:end -->")]
+    assert "**Primary.**" in results and "**Primary.**" not in summary  # the README's own block
 
 
 @pytest.mark.parametrize("contrasts, message", [

@@ -205,9 +205,10 @@ def summary_markdown(params: Params, reports: list[TableReport]) -> str:
     for rep in headline_tables(params, reports):
         refs = short_refs(rep.shown)
         labels = dict(zip(rep.frame["experiment"], rep.frame["label"]))
+        # The paired contrasts stay in the table's section: the README sets every study's side
+        # by side in a block of their own.
         extra = [x for x in (refs, _findings(rep.frame, params, rep.shown),
-                             elsewhere_text(rep.shown, labels, reached_only=True),
-                             rep.contrasts.rstrip("\n")) if x]
+                             elsewhere_text(rep.shown, labels, reached_only=True)) if x]
         parts += [f"**{table_title(params, rep.table)}**",
                   table_lines(rep.frame, params, rep.shown).rstrip("\n")
                   + "".join(f"\n\n{x}" for x in extra),
