@@ -89,3 +89,38 @@ def test_edits_of_the_computing_code_make_training_stale(ran, tmp_path, edit):
      "compute-pin": replace("requirements/compute.txt", "gymnasium==", "gymnasium>=")}[edit](root)
     stale = _stale(root)
     assert TRAINING <= stale and "aggregate" in stale
+
+
+def test_relock_records_training_against_new_core_code_keeping_its_outputs(ran, tmp_path):
+    """After a core edit that changes no number, ``python -m ptsl.ops.relock --all`` records the
+    training and evaluation stages against it with their outputs' hashes as they were, also
+    where the outputs are not in the workspace; a changed param is refused in one line."""
+    import yaml
+
+    root = Path(shutil.copytree(ran, tmp_path / "p", symlinks=True))
+    append("src/ptsl/core/agent.py", "\n# an edit\n")(root)
+    before = yaml.safe_load((root / "dvc.lock").read_text())["stages"]
+    shutil.rmtree(root / "data" / "runs")  # outputs elsewhere: only their hashes are here
+    relock = [sys.executable, "-m", "ptsl.ops.relock", "--all"]
+    proc = subprocess.run(relock, cwd=root, env=env_for(root), capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "train@tiny_mtsac-1: src/ptsl/core" in proc.stdout
+    after = yaml.safe_load((root / "dvc.lock").read_text())["stages"]
+    for name in ("train@tiny_mtsac-1", "evaluate@tiny_mtsac-1"):
+        assert after[name]["outs"] == before[name]["outs"]
+        assert after[name]["deps"] != before[name]["deps"]
+    status = json.loads(subprocess.run([str(Path(sys.executable).parent / "dvc"), "status",
+                                        "--json"], cwd=root, env=env_for(root),
+                                       capture_output=True, text=True, timeout=300).stdout)
+    assert all("changed deps" not in c for c in status.get("train@tiny_mtsac-1", [])
+               if isinstance(c, dict))
+    params = yaml.safe_load((root / "params.yaml").read_text())
+    params["sac"]["discount"] = 0.9
+    (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    proc = subprocess.run(relock[:-1] + ["train@tiny_mtsac-1"], cwd=root, env=env_for(root),
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == ("error: train@tiny_mtsac-1: its params differ from its "
+                                   "dvc.lock entry; its outputs would change, so `dvc repro` it "
+                                   "instead")
