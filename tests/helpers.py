@@ -85,10 +85,38 @@ def assert_only_row_has_grad(params, row: int, what: str) -> None:
         assert p.grad[row].abs().sum() > 0, f"{what} {row}: no gradient"
 
 
+def products_split_by_thread_count(batch: int, width: int = 400, in_dim: int = 39) -> bool:
+    """Whether this CPU's plain matrix products (a Linear stack's output and gradients) at this
+    batch already differ in their last bits between one and two threads (MKL splits them by the
+    thread count on some CPUs: an AVX-512 Xeon at batch 1280)."""
+    g = torch.Generator().manual_seed(7)
+    net = nn.Sequential(nn.Linear(in_dim, width), nn.ReLU(), nn.Linear(width, width))
+    x = torch.randn(batch, in_dim, generator=g)
+
+    def run(threads: int):
+        before = torch.get_num_threads()
+        torch.set_num_threads(threads)
+        try:
+            net.zero_grad(set_to_none=True)
+            y = net(x)
+            y.pow(2).mean().backward()
+            return [y.detach().clone(), *[p.grad.clone() for p in net.parameters()]]
+        finally:
+            torch.set_num_threads(before)
+
+    return not all(torch.equal(a, b) for a, b in zip(run(1), run(2)))
+
+
 def assert_same_bits_at_one_and_two_threads(net: nn.Module, batch: int, num_tasks: int = 10,
                                             in_dim: int = 39) -> None:
     """A task-indexed trunk's output and gradients on a random batch: the same bits on one and
-    on two CPU threads."""
+    on two CPU threads. Where this CPU's plain products already differ between the two (the
+    agent then updates on one thread whatever the thread count: tests/unit/test_threads.py), the
+    trunk's own operations cannot be told apart from them, and the check is skipped."""
+    import pytest
+
+    if products_split_by_thread_count(batch):
+        pytest.skip(f"this CPU splits plain products at batch {batch} by the thread count")
     g = torch.Generator().manual_seed(5)
     x = torch.randn(batch, in_dim, generator=g)
     task = TaskIndex(torch.randint(0, num_tasks, (batch,), generator=g), num_tasks)

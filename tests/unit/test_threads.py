@@ -2,9 +2,11 @@
 update and act to the same bits with 1 and with 2 torch threads (tests/e2e/test_thread_count.py
 runs the training stage itself both ways).
 
-MKL sums matrix products of 5 to 11 rows across threads on this CPU, so products of one row per
-task (acting, the task encoder) and small per-task groups (PTSL) are computed so that no product
-has so few rows (see ptsl.core.nets.mlp.feature_major and ptsl.core.agent.one_cpu_thread).
+How MKL splits a matrix product across threads, and so its last bits, depends on the thread
+count and on the CPU: on an AMD EPYC it splits products of 5 to 11 rows, on an AVX-512 Xeon also
+batch-1280 products of every method and Soft Modularization's and MOORE's at batch 128. So the
+agent acts and updates on one thread whatever the process's thread count
+(ptsl.core.agent.one_cpu_thread), and the tests below run at the paper's batch too.
 """
 
 from __future__ import annotations
@@ -77,6 +79,12 @@ def test_the_batches_hold_small_task_groups():
 @pytest.mark.parametrize("experiment", EXPERIMENTS)
 def test_update_and_acting_bits_do_not_depend_on_the_thread_count(raw_params, experiment):
     assert _bits(raw_params, experiment, 1) == _bits(raw_params, experiment, 2)
+
+
+@pytest.mark.parametrize("experiment", ["mt10_mtsac", "mt10_care_ptsl"])
+def test_the_same_at_the_papers_batch(raw_params, experiment):
+    assert (_bits(raw_params, experiment, 1, batch=PAPER_BATCH, updates=1)
+            == _bits(raw_params, experiment, 2, batch=PAPER_BATCH, updates=1))
 
 
 @pytest.mark.parametrize("experiment", EXPERIMENTS)

@@ -31,9 +31,9 @@ from .optim import Adam
 def one_cpu_thread(device: torch.device) -> Iterator[None]:
     """Compute on one CPU thread inside the block (nothing changes on another device).
 
-    Acting multiplies a few rows (one per task), and MKL sums products of 5 to 11 rows across
-    threads, so on several threads their bits would depend on the thread count; on one they do
-    not, and a product of so few rows gains nothing from more threads anyway.
+    How MKL splits a product across threads, and so its last bits, depends on the thread count
+    and on the CPU (products of 5 to 11 rows, as acting multiplies, on every CPU tried; products
+    of a paper-size batch on an AVX-512 Xeon): on one thread the bits do not depend on either.
     """
     threads = torch.get_num_threads()
     if device.type != "cpu" or threads == 1:
@@ -278,6 +278,18 @@ class MultiTaskSAC(nn.Module):
     def update(self, batch: Batch) -> dict[str, torch.Tensor]:
         """One SAC update on ``batch`` in the reference order (reference 1.3, 2); returns the
         losses as 0-dim tensors on the agent's device.
+
+        On a CPU it runs on one thread, whatever the process's thread count: how MKL splits a
+        matrix product across threads, and so its last bits, depends on the thread count and
+        on the kind of CPU (on an AVX-512 Xeon even batch-1280 products of every method;
+        tests/unit/test_threads.py), and a run's bytes must not. One thread is also how the grid
+        runs each stage, one per core.
+        """
+        with one_cpu_thread(self.device):
+            return self._update(batch)
+
+    def _update(self, batch: Batch) -> dict[str, torch.Tensor]:
+        """:meth:`update`'s work on the threads it is given.
 
         Nothing here reads a value back to the host: the environments step while it runs, a
         CUDA graph can capture it, and the training loop checks the losses once per episode
