@@ -23,21 +23,31 @@ def _bench(out_dir, *args: str) -> tuple[str, dict]:
     return proc.stdout, json.loads((out_dir / "cpu-quick.json").read_text())
 
 
-def test_quick_benchmark_prints_and_records_the_environment_loop_study_and_gpu_sections(
+def test_quick_benchmark_prints_and_records_the_environment_loop_study_gpu_and_node_sections(
         tmp_path):
-    out, record = _bench(tmp_path, "--only", "gpu,loop,envs,study")
+    out, record = _bench(tmp_path, "--only", "node,gpu,loop,envs,study")
     for heading in ("Environments", "Training loop end to end", "Study studies/mt10-cpu",
-                    "Runs sharing one GPU: not measured (no CUDA device)", "Cost on this machine",
-                    "Targets"):
+                    "Runs sharing one GPU: not measured (no CUDA device)",
+                    "A node's table: 2 runs at once", "Cost on this machine", "Targets"):
         assert heading in out, heading
     assert "Update at paper size" not in out
     assert record["device"]["type"] == "cpu" and record["device"]["threads"] == 1
     assert record["device"]["matmul_precision"] == "highest"
     assert {"tf32_cublas", "tf32_cudnn", "tf32_cublas_override"} <= set(record["device"])
     assert record["versions"]["torch"].startswith("2.13.0")
-    assert record["only"] == ["envs", "loop", "study", "gpu"]
+    assert record["only"] == ["envs", "loop", "study", "gpu", "node"]
     assert {k: v["status"] for k, v in record["sections"].items()} == {
-        "envs": "done", "loop": "done", "study": "done", "gpu": "skipped"}
+        "envs": "done", "loop": "done", "study": "done", "gpu": "skipped", "node": "done"}
+    # The node's stand-in: the table's first two rows, one process each, measured together.
+    node = record["node"]
+    assert node["runs"] == 2 and list(node["rows"]) == ["MT-SAC 400x3",
+                                                        "Soft Modularization 400x2"]
+    rates = [r for row in node["rows"].values() for r in row["vector_steps_per_s_each"]]
+    assert len(rates) == 2 and all(r > 0 for r in rates)
+    assert node["vector_steps_per_s"] == sum(rates) and node["gpu_busy"] is None
+    assert node["busy_cores"] > 0 and node["limit"]
+    (target,) = [t for t in record["targets"] if "node" in t["target"]]
+    assert target["status"] == "not measured"  # a GPU node's target
     # --quick measures the study's first row: its loop against collection + matrix work.
     (row,) = record["study"]["rows"].values()
     assert row["experiment"] == "mt10_mtsac" and row["batch"] == 128
@@ -63,7 +73,7 @@ def test_one_section_alone_records_only_it(tmp_path):
     assert record["only"] == ["updates"]
     assert list(record["sections"]) == ["updates"]
     assert record["sections"]["updates"]["status"] == "done"
-    assert not {"envs", "loop", "study", "gpu_sharing"} & set(record)
+    assert not {"envs", "loop", "study", "gpu_sharing", "node"} & set(record)
     assert record["costs"] == {}  # nothing to cost without the loop
     rows = record["updates"]["rows"]
     labels = [label for label, _ in method_rows(load_params(ROOT / "params.yaml")).values()]
@@ -84,5 +94,5 @@ def test_an_unknown_section_is_one_line_and_writes_nothing(tmp_path):
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 2
     assert proc.stderr == ("error: --only: unknown section 'gpus'; allowed: a comma-separated "
-                           "list of envs, updates, loop, study, gpu\n")
+                           "list of envs, updates, loop, study, gpu, node\n")
     assert not (tmp_path / "bench").exists()

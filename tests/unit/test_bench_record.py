@@ -25,7 +25,8 @@ def test_only_keeps_the_benchmarks_order_and_names_the_allowed_sections():
     for bad in ("envs,update", ",", ""):
         with pytest.raises(ConfigError) as err:
             parse_only(bad)
-        assert "allowed: a comma-separated list of envs, updates, loop, study, gpu" in str(err.value)
+        assert ("allowed: a comma-separated list of envs, updates, loop, study, gpu, node"
+                in str(err.value))
         assert "\n" not in str(err.value)
 
 
@@ -131,3 +132,25 @@ def test_gpu_sharing_names_its_dead_worker_and_keeps_what_it_measured(tmp_path):
     assert str(err.value).startswith("1 run(s) sharing the GPU: worker 1 of 1 failed: ")
     assert str(err.value).endswith("(exited with code 1)")
     assert err.value.partial["runs"] == {}
+
+
+def test_the_node_section_names_a_run_that_fails(tmp_path):
+    """A node's process that fails ends the section at once, naming its run (a real spawned
+    process: an experiment the params file does not have)."""
+    from ptsl.core.runtime import Runtime
+    from ptsl.tools.bench.node import measure_node
+
+    with pytest.raises(SectionFailed) as err:
+        measure_node(str(ROOT / "params.yaml"), {"x": ("X", "no_such_experiment")},
+                     Runtime(device="cpu", threads=1), None, seeds=1, warmup=1, seconds=1.0,
+                     interval=0.2, log_dir=tmp_path)
+    assert "no_such_experiment-1: " in str(err.value) and "worker 1 of 1" in str(err.value)
+
+
+def test_what_limits_a_node():
+    from ptsl.tools.bench.node import limit
+
+    assert limit(0.97, 10.0, 16) == "the GPU (busy 97% of the time)"
+    assert limit(0.5, 15.5, 16) == "the cores (15.5 of 16 busy)"
+    assert limit(None, 1.0, 2).startswith("neither: ") and "GPU not sampled" in limit(None, 1, 2)
+    assert "cores not sampled" in limit(0.2, None, 16)

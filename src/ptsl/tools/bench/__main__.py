@@ -5,7 +5,8 @@ environment throughput (raw Meta-World on one core, the MT10/MT50 vector environ
 async, collection with the policy in the loop); the GEMM rate and each update's FLOPs against
 that floor; updates per second at paper size for every method (eager, and on CUDA captured)
 beside Stable-Baselines3's SAC step; the real training loop end to end on MT10; on CUDA, several
-runs sharing one GPU. Prints a table and writes JSON to ``reports/bench/<device>.json``,
+runs sharing one GPU; a node's table (the MT10 table's rows as separate processes at once, their
+summed rate and what limits it; on a CPU a small stand-in). Prints a table and writes JSON to ``reports/bench/<device>.json``,
 rewritten as each section finishes: a section that fails (named in the file and in the last line,
 exit status 1) leaves the others' figures on disk.
 """
@@ -31,6 +32,7 @@ from ...ops.stage import run_stage
 from .envs import measure_envs
 from .gpu import measure_sharing
 from .loop import measure_loop
+from .node import TABLE_METHODS, measure_node
 from .record import SECTIONS, Record, parse_only
 from .report import costs, targets
 from .table import print_head, print_section, print_summary
@@ -94,6 +96,10 @@ def main() -> None:
     ap.add_argument("--study", default="studies/mt10-cpu",
                     help="the study whose rows the study section measures against their floor "
                          "(default: %(default)s)")
+    ap.add_argument("--node-seeds", type=int, default=None,
+                    help="seeds per row in the node section (default: 3 on CUDA, 1 on CPU)")
+    ap.add_argument("--node-seconds", type=float, default=None,
+                    help="seconds the node section measures (default: 120 on CUDA, 20 on CPU)")
     ap.add_argument("--quick", action="store_true",
                     help="a smoke run: MT10 only, one round, few steps (figures are rough)")
     args = ap.parse_args()
@@ -150,8 +156,18 @@ def main() -> None:
                              measured=loop_steps if args.quick else 300,
                              first_only=args.quick, progress=progress)
 
+    def node() -> dict[str, Any]:
+        rows = {m: r for m, r in method_rows(params).items() if m in TABLE_METHODS}
+        if args.quick:  # a smoke run: two rows, one seed, a few seconds
+            rows = dict(list(rows.items())[:2])
+        seeds = args.node_seeds or (1 if args.quick or not cuda else 3)
+        seconds = args.node_seconds or (3.0 if args.quick else (120.0 if cuda else 20.0))
+        return measure_node(args.params, rows, runtime, TASK_CACHE, seeds=seeds,
+                            warmup=1 if args.quick else 10, seconds=seconds,
+                            interval=0.5 if args.quick else 5.0, progress=progress)
+
     measures = {"envs": envs, "updates": update_rows, "loop": loop, "study": study,
-                "gpu": sharing}
+                "gpu": sharing, "node": node}
     out = Path(args.out) / f"{'cuda' if cuda else 'cpu'}{'-quick' if args.quick else ''}.json"
     record = Record(out, {"device": _device_info(device), "versions": _versions(),
                           "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),

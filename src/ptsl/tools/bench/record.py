@@ -16,7 +16,7 @@ from ...core.files import write_json
 
 #: The sections in the order they run, each with the key of its figures in the record.
 SECTIONS = {"envs": "envs", "updates": "updates", "loop": "loop", "study": "study",
-            "gpu": "gpu_sharing"}
+            "gpu": "gpu_sharing", "node": "node"}
 
 
 class SectionFailed(Exception):

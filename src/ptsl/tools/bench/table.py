@@ -78,8 +78,20 @@ def _sharing(sharing: dict[str, Any]) -> None:
               f"{r['per_run_updates_per_s']:>10,.0f}")
 
 
+def _node(node: dict[str, Any]) -> None:
+    print(f"\nA node's table: {node['runs']} runs at once ({node['seeds']} seed(s) a row, one "
+          f"process each, {node['mps_note']}), {node['seconds']:.0f} s   vector steps/s, each "
+          "| together")
+    for name, r in node["rows"].items():
+        each = ", ".join(f"{v:.1f}" for v in r["vector_steps_per_s_each"])
+        print(f"  {name:<44} {each} | {r['together']:.1f}")
+    print(f"  all {node['runs']} runs together: {node['vector_steps_per_s']:,.1f} vector steps/s; "
+          f"limited by {node['limit']}")
+    print(f"  seed groups: {node['groups']}")
+
+
 PRINTERS = {"envs": _envs, "updates": _updates, "loop": _loop, "study": _study,
-            "gpu": _sharing}
+            "gpu": _sharing, "node": _node}
 
 
 def print_summary(result: dict[str, Any]) -> None:

@@ -27,9 +27,10 @@ class WorkerFailed(RuntimeError):
     the worker (``worker 2 of 4``) and its exit code or the time waited."""
 
 
-def _report(target: Callable[..., Any], index: int, out: Any, args: tuple) -> None:
+def _report(target: Callable[..., Any], index: int, out: Any, args: tuple,
+            with_index: bool = False) -> None:
     try:
-        value = target(*args)
+        value = target(index, *args) if with_index else target(*args)
     except Exception as exc:
         first = (str(exc).splitlines() or [""])[0][:300]  # the traceback is on its stderr
         out.put((index, None, f"{type(exc).__name__}: {first}"))
@@ -37,12 +38,14 @@ def _report(target: Callable[..., Any], index: int, out: Any, args: tuple) -> No
     out.put((index, value, None))
 
 
-def run_workers(target: Callable[..., Any], args: tuple, n: int, timeout: float) -> list[Any]:
-    """Run ``target(*args)`` in ``n`` spawned processes and return their values (in worker
-    order); a :class:`WorkerFailed` as soon as one fails, or when not all have reported within
+def run_workers(target: Callable[..., Any], args: tuple, n: int, timeout: float,
+                with_index: bool = False) -> list[Any]:
+    """Run ``target(*args)`` (``with_index``: ``target(i, *args)``, ``i`` the worker's index
+    from 0) in ``n`` spawned processes and return their values (in worker order); a
+    :class:`WorkerFailed` as soon as one fails, or when not all have reported within
     ``timeout`` seconds. ``target`` must be importable (a module-level function)."""
     out = SPAWN.Queue()
-    procs = [SPAWN.Process(target=_report, args=(target, i, out, args), daemon=True)
+    procs = [SPAWN.Process(target=_report, args=(target, i, out, args, with_index), daemon=True)
              for i in range(n)]
     for p in procs:
         p.start()
