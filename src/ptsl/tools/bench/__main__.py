@@ -162,7 +162,11 @@ def main() -> None:
             rows = dict(list(rows.items())[:2])
         seeds = args.node_seeds or (1 if args.quick or not cuda else 3)
         seconds = args.node_seconds or (3.0 if args.quick else (120.0 if cuda else 20.0))
-        return measure_node(args.params, rows, runtime, TASK_CACHE, seeds=seeds,
+        # One torch thread a process, as the grid runs each stage, and the environments stepped
+        # in it unless PTSL_VECTOR says otherwise: the processes share the cores.
+        one = dataclasses.replace(runtime, threads=1, vector="sync" if runtime.vector == "auto"
+                                  else runtime.vector)
+        return measure_node(args.params, rows, one, TASK_CACHE, seeds=seeds,
                             warmup=1 if args.quick else 10, seconds=seconds,
                             interval=0.5 if args.quick else 5.0, progress=progress)
 

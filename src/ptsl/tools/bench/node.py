@@ -192,6 +192,7 @@ def measure_node(params_path: str, rows: dict[str, tuple[str, str]], runtime: An
             "vector_steps_per_s": sum(r["together"] for r in by_row.values()),
             "cores": cores, "busy_cores": busy, "gpu_busy": gpu_busy,
             "limit": limit(gpu_busy, busy, cores), "mps_note": mps_note,
+            "vector": runtime.vector_mode(10), "threads": runtime.threads,
             "groups": "not measured: seed groups do not exist yet"}
 
 
