@@ -6,8 +6,8 @@ async, collection with the policy in the loop); the GEMM rate and each update's 
 that floor; updates per second at paper size for every method (eager, and on CUDA captured)
 beside Stable-Baselines3's SAC step; the real training loop end to end on MT10; on CUDA, several
 runs sharing one GPU; a node's table (the MT10 table's rows as separate processes at once, their
-summed rate and what limits it; on a CPU a small stand-in). Prints a table and writes JSON to ``reports/bench/<device>.json``,
-rewritten as each section finishes: a section that fails (named in the file and in the last line,
+summed rate and what limits it; on a CPU a small stand-in). Prints a table and writes JSON to
+``reports/bench/<device>.json``, rewritten as each section finishes: a section that fails (named in the file and in the last line,
 exit status 1) leaves the others' figures on disk.
 """
 

@@ -6,8 +6,10 @@ once, naming it; the counts measured before it are kept (:mod:`.workers`)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -41,26 +43,46 @@ def _worker(params_path: str, task_names: tuple[str, ...], seconds: float,
     return n / (time.perf_counter() - t0)
 
 
-def measure_sharing(params_path: str, task_names: tuple[str, ...],
-                    runs: tuple[int, ...] = (1, 2, 4, 8), seconds: float = 10.0,
-                    log_dir: Path = Path(".scratch/bench/mps-log")) -> dict[str, Any]:
-    """Aggregate and per-run updates per second for each number of concurrent runs; ``mps``
-    says whether they ran under MPS (a daemon this call started is quit at its end). A failed
-    worker raises :class:`SectionFailed` holding the counts measured before it."""
+#: The note :func:`under_mps` gives when the daemon runs.
+UNDER_MPS = "under MPS"
+
+
+@contextlib.contextmanager
+def under_mps(log_dir: Path) -> Iterator[str]:
+    """Inside the block, processes spawned from here share the GPU under an MPS control daemon
+    (started here and quit at the end, unless one was running already), its settings in this
+    process's environment, which is restored afterwards. Yields ``"under MPS"``, or ``"without
+    MPS: <why>"`` where there is no control program (the processes are then time-sliced)."""
     from ...ops.mps import MpsDaemon, MpsError, control_program
 
     try:
         control_program()
         daemon: MpsDaemon | None = MpsDaemon.for_node(log_dir)
     except MpsError as exc:
-        daemon, why = None, str(exc)
-    rows: dict[str, Any] = {}
-    failure: str | None = None
+        daemon, note = None, f"without MPS: {exc}"
     saved = dict(os.environ)
     try:
         if daemon is not None:
             daemon.start()
             os.environ.update(daemon.env())  # the spawned workers inherit it
+            note = UNDER_MPS
+        yield note
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+        if daemon is not None:
+            daemon.stop()
+
+
+def measure_sharing(params_path: str, task_names: tuple[str, ...],
+                    runs: tuple[int, ...] = (1, 2, 4, 8), seconds: float = 10.0,
+                    log_dir: Path = Path(".scratch/bench/mps-log")) -> dict[str, Any]:
+    """Aggregate and per-run updates per second for each number of concurrent runs; ``mps``
+    says whether they ran under MPS (a daemon this call started is quit at its end). A failed
+    worker raises :class:`SectionFailed` holding the counts measured before it."""
+    rows: dict[str, Any] = {}
+    failure: str | None = None
+    with under_mps(log_dir) as mps_note:
         for n in runs:
             try:
                 rates = run_workers(_worker, (params_path, task_names, seconds, SPAWN.Barrier(n)),
@@ -70,13 +92,7 @@ def measure_sharing(params_path: str, task_names: tuple[str, ...],
                 break
             rows[str(n)] = {"aggregate_updates_per_s": sum(rates),
                             "per_run_updates_per_s": sum(rates) / n}
-    finally:
-        os.environ.clear()
-        os.environ.update(saved)
-        if daemon is not None:
-            daemon.stop()
-    result = {"runs": rows, "mps": daemon is not None,
-              "mps_note": "under MPS" if daemon is not None else f"without MPS: {why}"}
+    result = {"runs": rows, "mps": mps_note == UNDER_MPS, "mps_note": mps_note}
     if failure is not None:
         raise SectionFailed(failure, result)
     return result

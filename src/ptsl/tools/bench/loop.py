@@ -21,6 +21,17 @@ from .updates import PAPER_BATCH, method_rows
 INIT_STEPS = 5
 
 
+def measured_run(cfg: Any, steps: int, batch_size: int | None = None) -> Any:
+    """``cfg`` as the benchmark's loop measurements run it: ``INIT_STEPS`` random vector steps,
+    ``steps`` in all, one evaluation episode per task at the start (and at ``steps``), no
+    checkpoint; ``batch_size`` replaces the run's batch where given."""
+    sac = {"init_steps": INIT_STEPS, **({} if batch_size is None else {"batch_size": batch_size})}
+    return cfg.model_copy(update={
+        "sac": cfg.sac.model_copy(update=sac),
+        "train": TrainConfig(steps=steps, eval_every=steps, checkpoint_every=steps,
+                             eval_episodes=1)})
+
+
 def measure_loop(params: Params, runtime: Runtime, task_cache: Path | None, *, warmup: int,
                  measured: int, progress: Callable[[str], None] | None = None,
                  only: Sequence[str] | None = None) -> dict[str, Any]:
@@ -33,12 +44,7 @@ def measure_loop(params: Params, runtime: Runtime, task_cache: Path | None, *, w
     runs = [(label, exp, runtime) for name, (label, exp) in methods.items()
             if only is None or name in only]
     for label, exp, rt in runs:
-        cfg = run_config(params, exp, 1)
-        cfg = cfg.model_copy(update={
-            "sac": cfg.sac.model_copy(update={"batch_size": PAPER_BATCH,
-                                              "init_steps": INIT_STEPS}),
-            "train": TrainConfig(steps=total, eval_every=total, checkpoint_every=total,
-                                 eval_episodes=1)})
+        cfg = measured_run(run_config(params, exp, 1), total, PAPER_BATCH)
         stamps: dict[int, float] = {}
         start_at = INIT_STEPS + warmup
 

@@ -11,6 +11,7 @@ processes, the form the grid trains today."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
@@ -20,14 +21,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ...core.benchmarks import num_tasks
+from .gpu import under_mps
 from .record import SectionFailed
 from .workers import SPAWN, WorkerFailed, run_workers
 
 #: The MT10 table's rows: the paper's five methods (their rows of ``method_rows``).
 TABLE_METHODS = ("mtsac", "softmod", "care", "care_ptsl", "sac_ptsl")
-#: Random vector steps before the updates start (as the loop section: the steady state measured
-#: does not depend on it).
-INIT_STEPS = 5
 #: Seconds a process may take to start, build its environments and agent and warm up.
 STARTUP_S = 600.0
 #: GPU busy share, and busy cores as a share of the machine's, above which that is the limit.
@@ -40,17 +40,14 @@ class _Measured(Exception):
 
 def _worker(params_path: str, experiment: str, seed: int, runtime: Any,
             task_cache: Path | None, warmup: int, seconds: float, barrier: Any) -> dict[str, Any]:
-    from ...core.config import TrainConfig
     from ...core.loop import train
     from ...ops.params import load_params, run_config
+    from .loop import INIT_STEPS, measured_run
     from .updates import PAPER_BATCH
 
-    cfg = run_config(load_params(params_path), experiment, seed)
-    never = 10**9  # no evaluation or checkpoint after the first; the window ends the run
-    cfg = cfg.model_copy(update={
-        "sac": cfg.sac.model_copy(update={"batch_size": PAPER_BATCH, "init_steps": INIT_STEPS}),
-        "train": TrainConfig(steps=never, eval_every=never, checkpoint_every=never,
-                             eval_episodes=1)})
+    # No evaluation or checkpoint after the first: the measured window ends the run.
+    cfg = measured_run(run_config(load_params(params_path), experiment, seed), 10**9,
+                       PAPER_BATCH)
     start_at = INIT_STEPS + warmup
     window: dict[str, float] = {}
 
@@ -146,37 +143,19 @@ def measure_node(params_path: str, rows: dict[str, tuple[str, str]], runtime: An
                  log_dir: Path = Path(".scratch/bench/mps-log")) -> dict[str, Any]:
     """Every row of ``rows`` (method -> (label, experiment)) times ``seeds`` seeds, one process
     each, at once; their rates, sum and limit. A process that fails ends the section, named."""
-    from ...ops.mps import MpsDaemon, MpsError, control_program
-
     cuda = runtime.torch_device().type == "cuda"
-    daemon: MpsDaemon | None = None
-    mps_note = "no GPU"
-    if cuda:
-        try:
-            control_program()
-            daemon = MpsDaemon.for_node(log_dir)
-            mps_note = "under MPS"
-        except MpsError as exc:
-            mps_note = f"without MPS: {exc}"
     jobs = [(label, exp, seed) for label, exp in rows.values() for seed in range(1, seeds + 1)]
     if progress:
         progress(f"node: {len(jobs)} runs at once ({len(rows)} rows x {seeds} seed(s)), "
                  f"{seconds:.0f} s measured")
     barrier = SPAWN.Barrier(len(jobs))
     sampler = Sampler(interval, gpu=cuda)
-    saved = dict(os.environ)
-    try:
-        if daemon is not None:
-            daemon.start()
-            os.environ.update(daemon.env())  # the spawned workers inherit it
+    with under_mps(log_dir) if cuda else contextlib.nullcontext("no GPU") as mps_note:
         sampler.start()
-        rates = _run_jobs(params_path, jobs, runtime, task_cache, warmup, seconds, barrier)
-    finally:
-        sampler.stop()
-        os.environ.clear()
-        os.environ.update(saved)
-        if daemon is not None:
-            daemon.stop()
+        try:
+            rates = _run_jobs(params_path, jobs, runtime, task_cache, warmup, seconds, barrier)
+        finally:
+            sampler.stop()
     cores = os.cpu_count() or 1
     # The samples of the measured window: the last ``seconds`` of the section.
     window = max(1, int(seconds / interval))
@@ -192,7 +171,7 @@ def measure_node(params_path: str, rows: dict[str, tuple[str, str]], runtime: An
             "vector_steps_per_s": sum(r["together"] for r in by_row.values()),
             "cores": cores, "busy_cores": busy, "gpu_busy": gpu_busy,
             "limit": limit(gpu_busy, busy, cores), "mps_note": mps_note,
-            "vector": runtime.vector_mode(10), "threads": runtime.threads,
+            "vector": runtime.vector_mode(num_tasks("mt10")), "threads": runtime.threads,
             "groups": "not measured: seed groups do not exist yet"}
 
 

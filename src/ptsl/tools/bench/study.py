@@ -16,18 +16,14 @@ import torch
 
 from ...core.buffer import ReplayBuffer
 from ...core.builders import Shapes, build_agent
-from ...core.config import TrainConfig
 from ...core.envs import MultiTaskVecEnv, load_tasks
 from ...core.loop import train
 from ...core.runtime import Runtime
 from ...ops.params import load_params, run_config
 from .envs import _vector_work
+from .loop import INIT_STEPS, measured_run
 from .timing import Work, interleave
 from .updates import GEMM, gemm_work, random_buffer, update_flops
-
-#: Random vector steps before the updates start in the loop's measurement (its steady state does
-#: not depend on it; the study's own warm-up is 1,500).
-INIT_STEPS = 5
 
 
 def _updates(agent: Any, buffer: ReplayBuffer, batch: int, updates: int) -> Work:
@@ -45,10 +41,7 @@ def _loop_rate(cfg: Any, runtime: Runtime, task_cache: Path | None, warmup: int,
                measured: int) -> float:
     """Vector steps per second of the real training loop after ``warmup`` updating steps."""
     total = INIT_STEPS + warmup + measured
-    cfg = cfg.model_copy(update={
-        "sac": cfg.sac.model_copy(update={"init_steps": INIT_STEPS}),
-        "train": TrainConfig(steps=total, eval_every=total, checkpoint_every=total,
-                             eval_episodes=1)})
+    cfg = measured_run(cfg, total)  # the study's own batch; its warm-up is 1,500 in training
     stamps: dict[int, float] = {}
 
     def on_step(done: int) -> None:

@@ -81,8 +81,7 @@ def _sharing(sharing: dict[str, Any]) -> None:
 def _node(node: dict[str, Any]) -> None:
     print(f"\nA node's table: {node['runs']} runs at once ({node['seeds']} seed(s) a row, one "
           f"process each, {node['vector']} env, {node['mps_note']}), {node['seconds']:.0f} s   "
-          "vector steps/s, each "
-          "| together")
+          "vector steps/s, each | together")
     for name, r in node["rows"].items():
         each = ", ".join(f"{v:.1f}" for v in r["vector_steps_per_s_each"])
         print(f"  {name:<44} {each} | {r['together']:.1f}")
