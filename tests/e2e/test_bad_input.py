@@ -4,7 +4,10 @@ file of the project changed.
 A tiny pipeline runs once (real DVC, real Meta-World, real MLflow store); each case then breaks
 one input in a copy of it and runs the real stage script (``python pipeline/<stage>.py``) or
 real DVC (``dvc repro``, ``dvc repro <stage>``, ``dvc exp run -S``) there, and compares a hash
-of every file before and after.
+of every file before and after. The stage-script cases all run in one Python process, each as its
+own process would run it (tests/commands.py; a process each spent some 80 s of a core importing
+torch, DVC and MLflow again), and two of them also in a process of their own, which must answer
+the same.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import pandas as pd
 import pytest
 import yaml
 
+from ..commands import Answer, Job, run_alone, run_in_one_process
 from ..pipeline_project import env_for, make_project
 
 EXPERIMENTS = {
@@ -292,22 +296,65 @@ def error_lines(text: str) -> list[str]:
     return [line for line in text.splitlines() if line.startswith("error: ")]
 
 
-@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
-def test_stage_script_refuses_bad_input_and_changes_nothing(project, case):
-    case.breaks(project)
-    before = snapshot(project)
-    proc = subprocess.run([sys.executable, *case.script], cwd=project,
-                          env={**env_for(project), **case.env}, capture_output=True, text=True,
-                          timeout=300)
-    after = snapshot(project)
+def _job(case: Case, root: Path) -> Job:
+    return Job([sys.executable, case.script[0]], case.script[1:], root,
+               {**env_for(root), **case.env})
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """A case's answer and its project's files before and after."""
+
+    answer: Answer
+    before: dict[str, str]
+    after: dict[str, str]
+
+
+@pytest.fixture(scope="module")
+def outcomes(ran, tmp_path_factory) -> dict[str, Outcome]:
+    """Every stage-script case, each in its own broken copy of the ran project, run in one
+    process."""
+    base = tmp_path_factory.mktemp("cases")
+    roots, befores = {}, {}
+    for case in CASES:
+        root = Path(shutil.copytree(ran, base / case.id, symlinks=True))
+        case.breaks(root)
+        roots[case.id], befores[case.id] = root, snapshot(root)
+    answers = run_in_one_process([_job(case, roots[case.id]) for case in CASES])
+    return {case.id: Outcome(answer, befores[case.id], snapshot(roots[case.id]))
+            for case, answer in zip(CASES, answers)}
+
+
+def _check_one_line(proc: Answer, says: tuple[str, ...]) -> None:
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert proc.returncode != 0, proc.stdout[-2000:]
     assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
     assert lines and lines[-1].startswith("error: "), proc.stderr[-3000:]
     assert len(error_lines(proc.stderr)) == 1, proc.stderr
-    for text in case.says:
+    for text in says:
         assert text in lines[-1], lines[-1]
-    assert after == before, changes(before, after)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_stage_script_refuses_bad_input_and_changes_nothing(outcomes, case):
+    got = outcomes[case.id]
+    _check_one_line(got.answer, case.says)
+    assert got.after == got.before, changes(got.before, got.after)
+
+
+@pytest.mark.parametrize("case_id", ["model-truncated", "unknown-device"])
+def test_a_case_answers_alone_as_in_the_shared_process(outcomes, project, case_id):
+    """The shared process is faithful: a case whose stage loads a saved agent, and one whose
+    error comes from the environment, answer the same from a process of their own."""
+    case = next(c for c in CASES if c.id == case_id)
+    case.breaks(project)
+    before = snapshot(project)
+    alone = run_alone(_job(case, project))
+    _check_one_line(alone, case.says)
+    shared = outcomes[case_id].answer
+    assert (alone.returncode, error_lines(alone.stderr)) == (shared.returncode,
+                                                            error_lines(shared.stderr))
+    assert snapshot(project) == before
 
 
 def test_there_are_enough_cases_of_every_kind():

@@ -12,22 +12,20 @@ stage script of pipeline/, so a new one is covered the day it is added. Each one
 and never prints a traceback. Each command runs in a fresh empty folder (nothing of the project
 is read or changed there). They all run in one Python process, one after another, each as
 ``python -m`` runs it (``runpy`` with ``__main__`` as its name and its arguments in ``sys.argv``,
-its output and exit status captured): a process each would spend about a second of a core
-importing torch, DVC and MLflow again, some 100 times.
+its output and exit status captured; tests/commands.py): a process each would spend about a
+second of a core importing torch, DVC and MLflow again, some 100 times.
 """
 
 from __future__ import annotations
 
 import ast
-import json
 import os
-import subprocess
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+from ..commands import Answer, Job, run_alone, run_in_one_process
 from ..conftest import ROOT
 
 UNKNOWN = "--no-such-option"
@@ -101,68 +99,14 @@ BAD_INPUTS = [
 ]
 
 
-#: Runs each job of a JSON list (``[command, args, files, folder]``) as ``python -m`` or
-#: ``python <script>`` would, in this one process, and prints a JSON list of ``[returncode,
-#: stdout, stderr]``. An exception that escapes a command is printed as the interpreter prints
-#: it (a traceback, exit status 1).
-DRIVER = r"""
-import contextlib, io, json, os, runpy, sys, traceback, warnings
-warnings.simplefilter("ignore", RuntimeWarning)  # runpy: a module another one imported already
-answers = []
-for command, args, files, folder in json.loads(sys.stdin.read()):
-    os.makedirs(folder)
-    for rel, text in files.items():
-        os.makedirs(os.path.dirname(os.path.join(folder, rel)), exist_ok=True)
-        with open(os.path.join(folder, rel), "w") as f:
-            f.write(text)
-    os.chdir(folder)
-    out, err, code = io.StringIO(), io.StringIO(), 0
-    module = command[2] if command[1:2] == ["-m"] else None
-    sys.argv = [module or command[1], *args]
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            if module:
-                runpy.run_module(module, run_name="__main__", alter_sys=True)
-            else:
-                sys.path.insert(0, os.path.dirname(command[1]))
-                try:
-                    runpy.run_path(command[1], run_name="__main__")
-                finally:
-                    sys.path.pop(0)
-        except SystemExit as e:
-            code = 0 if e.code is None else e.code if isinstance(e.code, int) else 1
-            if not isinstance(e.code, (int, type(None))):
-                print(e.code, file=sys.stderr)
-        except BaseException:
-            traceback.print_exc()
-            code = 1
-    answers.append([code, out.getvalue(), err.getvalue()])
-sys.stdout.write(json.dumps(answers))
-"""
-
-
-@dataclass(frozen=True)
-class Answer:
-    """What a command printed and its exit status."""
-
-    returncode: int
-    stdout: str
-    stderr: str
-
-
-def _run_all(jobs: list[tuple[list[str], list[str], dict[str, str], Path]]) -> list[Answer]:
-    """Every job's answer, the jobs run one after another in one fresh Python process."""
+def _env() -> dict[str, str]:
     env = {**os.environ, "PTSL_TRACKING": "off"}
     env.pop("MLFLOW_TRACKING_URI", None)
-    payload = json.dumps([[cmd, args, files, str(folder)] for cmd, args, files, folder in jobs])
-    proc = subprocess.run([sys.executable, "-c", DRIVER], input=payload, capture_output=True,
-                          text=True, timeout=600, env=env, cwd=jobs[0][3].parent)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return [Answer(*a) for a in json.loads(proc.stdout)]
+    return env
 
 
 def _run(command: list[str], args: list[str], files: dict[str, str], folder: Path) -> Answer:
-    return _run_all([(command, args, files, folder)])[0]
+    return run_in_one_process([Job(command, args, folder, _env(), files)])[0]
 
 
 @pytest.fixture(scope="module")
@@ -173,8 +117,8 @@ def answers(tmp_path_factory) -> dict[tuple, Answer]:
     jobs += [(name, (UNKNOWN,), ()) for name in ENTRY_POINTS]
     jobs += [(name, tuple(args), tuple(files.items()))
              for name, args, files, _ in BAD_INPUTS if name in ENTRY_POINTS]
-    got = _run_all([(ENTRY_POINTS[name], list(args), dict(files), base / str(i))
-                    for i, (name, args, files) in enumerate(jobs)])
+    got = run_in_one_process([Job(ENTRY_POINTS[name], list(args), base / str(i), _env(),
+                                  dict(files)) for i, (name, args, files) in enumerate(jobs)])
     return dict(zip(jobs, got))
 
 
@@ -249,10 +193,8 @@ def test_the_walk_and_the_checks_catch_a_bad_command(tmp_path):
 def test_a_command_answers_alone_as_it_does_in_the_shared_process(answers, name, tmp_path):
     """The shared process is faithful: a stage script and a package's command, each started as
     its own process, print the same usage and refuse the unknown option with the same line."""
-    env = {**os.environ, "PTSL_TRACKING": "off"}
     for args in (["--help"], [UNKNOWN]):
-        alone = subprocess.run(ENTRY_POINTS[name] + args, cwd=tmp_path, capture_output=True,
-                               text=True, timeout=300, env=env)
+        alone = run_alone(Job(ENTRY_POINTS[name], args, tmp_path, _env()))
         shared = answers[(name, tuple(args), ())]
         assert (alone.returncode, alone.stdout) == (shared.returncode, shared.stdout)
         assert _error_lines(alone) == _error_lines(shared)
