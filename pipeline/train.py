@@ -25,7 +25,7 @@ def main() -> None:
     # The machine check and the networks load torch: a bad params file is answered before
     # that, in under a second.
     machine = check_machine()
-    from ptsl.core.builders import check_buildable
+    from ptsl.core.agent.builders import check_buildable
     from ptsl.core.loop import train, write_outputs
     from ptsl.core.persistence import ResumeCheckpoints
     from ptsl.core.runtime import Runtime

@@ -7,8 +7,8 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from ptsl.core.buffer import Batch
-from ptsl.core.nets.task_index import TaskIndex
+from ptsl.core.agent.buffer import Batch
+from ptsl.core.agent.nets.task_index import TaskIndex
 
 
 def random_batch(n: int = 64, seed: int = 0, obs_dim: int = 12, num_tasks: int = 3) -> Batch:

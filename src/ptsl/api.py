@@ -28,13 +28,13 @@ from typing import Any, Callable, Mapping
 import numpy as np
 
 from .core import benchmarks
-from .core.agent import MultiTaskSAC
-from .core.builders import check_buildable
+from .core.agent.builders import check_buildable
+from .core.agent.sac import MultiTaskSAC
 from .core.config import (EnvConfig, EvaluateConfig, RunConfig, SACConfig, reads_top_pal_dim,
                           section)
 from .core.envs import MultiTaskVecEnv, load_tasks
-from .core.eval_tasks import TaskEvaluator
 from .core.errors import ConfigError
+from .core.eval_tasks import TaskEvaluator
 from .core.evaluation import evaluate as _evaluate
 from .core.evaluation import evaluator
 from .core.files import folder_aside

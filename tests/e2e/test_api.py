@@ -247,6 +247,6 @@ def test_public_names_are_documented():
                                  "evaluate", "load_agent"}
     for name in set(ptsl.__all__) - {"BUDGETS"}:  # a constant: documented by its comment
         assert getattr(ptsl, name).__doc__, name
-    from ptsl.core.agent import MultiTaskSAC
+    from ptsl.core.agent.sac import MultiTaskSAC
 
     assert "familiar name" in MultiTaskSAC.predict.__doc__

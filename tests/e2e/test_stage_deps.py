@@ -85,7 +85,7 @@ def test_edits_outside_the_core_leave_training_up_to_date(ran, tmp_path, edit):
 @pytest.mark.parametrize("edit", ["core-file", "compute-pin"])
 def test_edits_of_the_computing_code_make_training_stale(ran, tmp_path, edit):
     root = Path(shutil.copytree(ran, tmp_path / "p", symlinks=True))
-    {"core-file": append("src/ptsl/core/agent.py", "\n# an edit\n"),
+    {"core-file": append("src/ptsl/core/agent/sac.py", "\n# an edit\n"),
      "compute-pin": replace("requirements/compute.txt", "gymnasium==", "gymnasium>=")}[edit](root)
     stale = _stale(root)
     assert TRAINING <= stale and "aggregate" in stale
@@ -98,7 +98,7 @@ def test_relock_records_training_against_new_core_code_keeping_its_outputs(ran, 
     import yaml
 
     root = Path(shutil.copytree(ran, tmp_path / "p", symlinks=True))
-    append("src/ptsl/core/agent.py", "\n# an edit\n")(root)
+    append("src/ptsl/core/agent/sac.py", "\n# an edit\n")(root)
     before = yaml.safe_load((root / "dvc.lock").read_text())["stages"]
     shutil.rmtree(root / "data" / "runs")  # outputs elsewhere: only their hashes are here
     relock = [sys.executable, "-m", "ptsl.ops.relock", "--all"]

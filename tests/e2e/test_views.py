@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from ptsl import make_env
-from ptsl.core.builders import Shapes, build_agent
+from ptsl.core.agent.builders import Shapes, build_agent
 from ptsl.core.config import EnvConfig, ExperimentConfig, RunConfig, SACConfig, TrainConfig
 from ptsl.core.envs import MetaWorldTaskEnv, load_tasks
 from ptsl.core.records import VideoIndex

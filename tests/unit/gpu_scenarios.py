@@ -17,7 +17,7 @@ import numpy as np
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from ptsl.core.builders import Shapes, build_agent
+from ptsl.core.agent.builders import Shapes, build_agent
 from ptsl.core.config import RunConfig
 from ptsl.core.cuda import DeviceUpdate, accelerate
 from ptsl.core.cuda.buffer import DeviceReplayBuffer

@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 import torch
 
-from ptsl.core.agent import check_losses, squashed_sample
-from ptsl.core.errors import TrainingDiverged
-from ptsl.core.buffer import ReplayBuffer
+from ptsl.core.agent.buffer import ReplayBuffer
+from ptsl.core.agent.builders import Shapes, build_agent
+from ptsl.core.agent.sac import check_losses, squashed_sample
 from ptsl.core.config import EnvConfig, ExperimentConfig, RunConfig, SACConfig, TrainConfig
-from ptsl.core.builders import Shapes, build_agent
+from ptsl.core.errors import TrainingDiverged
 
 SHAPES = Shapes(obs_dim=39, action_dim=4, num_tasks=5)
 
@@ -152,7 +152,7 @@ def test_the_guard_reads_losses_later_and_still_names_the_step_and_value():
 
 def test_an_agent_loaded_to_act_builds_no_optimizer(tmp_path):
     """Loading an agent to act or evaluate builds no optimizer; what needs them (an update, a
-    resume checkpoint) builds them then. Neither imports torch._dynamo (ptsl.core.optim)."""
+    resume checkpoint) builds them then. Neither imports torch._dynamo (ptsl.core.agent.optim)."""
     import subprocess
     import sys
 
@@ -203,3 +203,13 @@ def test_a_q_clip_that_never_binds_changes_no_bit_and_none_is_the_default():
                                                              _clipped_agent(1e30))]
     for a, b in zip(*runs):
         assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_every_method_of_the_registry_has_a_builder_and_no_more():
+    """The registry (which imports nothing of the agent) and the builders' table name the same
+    methods, each builder the function of the method's name."""
+    from ptsl.core.agent import builders
+    from ptsl.core.methods import METHODS
+
+    assert set(builders.BUILDERS) == set(METHODS)
+    assert all(fn is getattr(builders, name) for name, fn in builders.BUILDERS.items())

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from ptsl.core.buffer import ReplayBuffer
+from ptsl.core.agent.buffer import ReplayBuffer
 
 
 def _rows(n: int, start: int = 0, obs_dim: int = 3):
@@ -74,7 +74,7 @@ def test_device_buffer_stores_what_the_host_buffer_stores():
     """The device-resident buffer (the GPU path), run here on the CPU device: same rows
     after wrapping around, interchangeable resume state, batches drawn only from stored rows
     and reproducible from its seed."""
-    from ptsl.core.buffer import ReplayBuffer
+    from ptsl.core.agent.buffer import ReplayBuffer
     from ptsl.core.cuda.buffer import DeviceReplayBuffer, DeviceSampler
 
     def sample(buf: DeviceReplayBuffer, n: int):

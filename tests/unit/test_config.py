@@ -9,9 +9,9 @@ import sys
 import pytest
 import yaml
 
+from ptsl import make_config
 from ptsl.core.errors import ConfigError
 from ptsl.core.methods import METHODS
-from ptsl import make_config
 from ptsl.core.config import (ExperimentConfig, check_pal_dim, check_top_pal_dim,
                               reads_top_pal_dim)
 from ptsl.ops.params import parse_params, run_config, stage_group

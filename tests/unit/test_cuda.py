@@ -14,15 +14,15 @@ from __future__ import annotations
 import pytest
 import torch
 
-from ptsl.core.builders import Shapes
+from ptsl.core import faults
+from ptsl.core.agent.builders import Shapes
+from ptsl.core.agent.nets.task_index import TaskIndex
 from ptsl.core.config import EnvConfig, ExperimentConfig, RunConfig, SACConfig, TrainConfig
 from ptsl.core.cuda.step import CapturedStep, WARMUP_UPDATES
 from ptsl.core.cuda.task_index import StaticTaskIndex, gather_task
-from ptsl.core import faults
 from ptsl.core.errors import GraphCaptureError, TrainingDiverged
 from ptsl.core.log import NoLog
 from ptsl.core.loop import Training, train
-from ptsl.core.nets.task_index import TaskIndex
 from ptsl.core.persistence import ResumeCheckpoints
 from ptsl.core.runtime import Runtime
 

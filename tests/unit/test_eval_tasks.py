@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ptsl.core.builders import Shapes, build_agent
+from ptsl.core.agent.builders import Shapes, build_agent
 from ptsl.core.config import EnvConfig, ExperimentConfig, RunConfig, SACConfig, TrainConfig
 from ptsl.core.envs import MultiTaskVecEnv, load_tasks
 from ptsl.core.eval_tasks import TaskEvaluator

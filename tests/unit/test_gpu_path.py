@@ -16,13 +16,13 @@ import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from ptsl.core.buffer import ReplayBuffer
-from ptsl.core.builders import build_agent
+from ptsl.core.agent.buffer import ReplayBuffer
+from ptsl.core.agent.builders import build_agent
+from ptsl.core.agent.nets.task_index import TaskIndex
 from ptsl.core.cuda.buffer import DeviceReplayBuffer, DeviceSampler
 from ptsl.core.cuda.step import LOSS_NAMES, CapturedStep, UpdateStep
 from ptsl.core.cuda.task_index import StaticTaskIndex
 from ptsl.core.errors import GraphCaptureError
-from ptsl.core.nets.task_index import TaskIndex
 
 from ..helpers import assert_same_training_state
 from . import gpu_scenarios as scenarios
@@ -248,7 +248,7 @@ def test_a_failed_capture_names_the_first_error_its_place_and_the_switch():
     msg = str(err.value)
     assert "\n" not in msg and "previous error" not in msg
     assert "RuntimeError: operation not permitted when stream is capturing (aten.bincount" in msg
-    assert "at ptsl/core/nets/task_index.py:" in msg and "(_counts)" in msg
+    assert "at ptsl/core/agent/nets/task_index.py:" in msg and "(_counts)" in msg
     assert msg.endswith("set PTSL_GRAPH=0 to train without capture (the same numbers, eager)")
     # With the static selections, the same capture goes through.
     agent.task_index = StaticTaskIndex

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from ptsl.core.agent.builders import Shapes, build_agent
 from ptsl.core.config import EnvConfig, ExperimentConfig, RunConfig, SACConfig, TrainConfig
-from ptsl.core.builders import Shapes, build_agent
 from ptsl.core.loop import train, write_outputs
 
 

@@ -10,9 +10,9 @@ import pytest
 import torch
 from torch import nn
 
-from ptsl.core.nets.moore import MOOREMLP
-from ptsl.core.nets.multihead import MultiHeadMLP
-from ptsl.core.nets.paco import ACTOR_HEAD_SCALE, PaCoMLP
+from ptsl.core.agent.nets.moore import MOOREMLP
+from ptsl.core.agent.nets.multihead import MultiHeadMLP
+from ptsl.core.agent.nets.paco import ACTOR_HEAD_SCALE, PaCoMLP
 
 from ..helpers import (assert_same_bits_at_one_and_two_threads,
                        assert_static_selection_gives_the_same_values)

@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 import torch
 
+from ptsl.core.agent.builders import Shapes, build_agent
+from ptsl.core.agent.nets.task_encoder import DEFAULT_EMBEDDINGS, load_task_embeddings
+from ptsl.core.agent.nets.task_index import TaskIndex
 from ptsl.core.config import EnvConfig, ExperimentConfig, RunConfig, SACConfig, TrainConfig
-from ptsl.core.builders import Shapes, build_agent
 from ptsl.core.persistence import load_agent, save_agent
-from ptsl.core.nets.task_encoder import DEFAULT_EMBEDDINGS, load_task_embeddings
-from ptsl.core.nets.task_index import TaskIndex
 
 from ..helpers import param_ids, random_batch
 

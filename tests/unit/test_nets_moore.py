@@ -10,7 +10,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from ptsl.core.nets.moore import MOOREMLP, gram_schmidt
+from ptsl.core.agent.nets.moore import MOOREMLP, gram_schmidt
 
 from ..helpers import (assert_matches_transcription, assert_only_row_has_grad,
                        backward_task_by_task, parameter_count, task_index)

@@ -9,7 +9,7 @@ import pytest
 import torch
 from torch import nn
 
-from ptsl.core.nets.multihead import MultiHeadMLP, TaskLinear
+from ptsl.core.agent.nets.multihead import MultiHeadMLP, TaskLinear
 
 from ..helpers import assert_only_row_has_grad, parameter_count, task_index
 

@@ -10,9 +10,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from ptsl.core.builders import Shapes, build_networks
+from ptsl.core.agent.builders import Shapes, build_networks
+from ptsl.core.agent.nets.paco import ACTOR_HEAD_SCALE, CRITIC_HEAD_SCALE, PaCoMLP
 from ptsl.core.config import ExperimentConfig, SACConfig
-from ptsl.core.nets.paco import ACTOR_HEAD_SCALE, CRITIC_HEAD_SCALE, PaCoMLP
 
 from ..helpers import (assert_matches_transcription, assert_only_row_has_grad,
                        backward_task_by_task, parameter_count, task_index)

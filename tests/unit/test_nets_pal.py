@@ -10,12 +10,12 @@ import pytest
 import torch
 from torch import nn
 
+from ptsl.core.agent.builders import Shapes, build_agent
+from ptsl.core.agent.nets.mlp import weight_init
 from ptsl.core.config import EnvConfig, ExperimentConfig, RunConfig, SACConfig, TrainConfig
-from ptsl.core.builders import Shapes, build_agent
-from ptsl.core.nets.mlp import weight_init
-from ptsl.core.nets.pal import (FeedForwardPAL, PALLayer, init_pal_layers,
+from ptsl.core.agent.nets.pal import (FeedForwardPAL, PALLayer, init_pal_layers,
                            keep_down_projection, keep_up_projection)
-from ptsl.core.nets.task_index import TaskIndex
+from ptsl.core.agent.nets.task_index import TaskIndex
 
 from ..helpers import random_batch
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from ptsl.core.agent.builders import Shapes, build_agent
+from ptsl.core.agent.nets.mlp import ExpertLinear, init_expert_layers
+from ptsl.core.agent.nets.soft_modularization import ObsActionProjection, SoftModularizedMLP
+from ptsl.core.agent.nets.task_index import TaskIndex
 from ptsl.core.config import EnvConfig, ExperimentConfig, RunConfig, SACConfig, TrainConfig
-from ptsl.core.builders import Shapes, build_agent
-from ptsl.core.nets.mlp import ExpertLinear, init_expert_layers
-from ptsl.core.nets.soft_modularization import ObsActionProjection, SoftModularizedMLP
-from ptsl.core.nets.task_index import TaskIndex
 
 from ..helpers import param_ids, random_batch
 

@@ -1,4 +1,4 @@
-"""ptsl.core.optim.Adam is torch.optim.Adam to the bit, without importing torch._dynamo."""
+"""ptsl.core.agent.optim.Adam is torch.optim.Adam to the bit, without importing torch._dynamo."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import sys
 import pytest
 import torch
 
-from ptsl.core.optim import Adam
+from ptsl.core.agent.optim import Adam
 
 
 def _params(seed: int) -> list[torch.nn.Parameter]:
@@ -77,8 +77,8 @@ def test_training_imports_no_dynamo_where_torchs_adam_does():
     code = """
 import sys
 import torch
+from ptsl.core.agent.builders import Shapes, build_agent
 from ptsl.core.benchmarks import benchmark_tasks
-from ptsl.core.builders import Shapes, build_agent
 from ptsl.ops.params import load_params, run_config
 from tests.helpers import random_batch
 agent = build_agent(run_config(load_params("params.yaml"), "mt10_care", 1), Shapes(39, 4, 10),

@@ -40,7 +40,7 @@ def test_the_map_names_every_module_and_folder():
             assert f"`{path.stem}`" in text, path
     for folder, _, _ in pm.folders():
         assert (pm.PACKAGE.parent / folder).is_dir()
-    assert "| `src/ptsl/core/nets/` | Network building blocks" in text
+    assert "| `src/ptsl/core/agent/nets/` | Network building blocks" in text
 
 
 def test_a_new_module_changes_the_map_and_write_puts_it_in(tmp_path):

@@ -12,10 +12,10 @@ import pytest
 import torch
 
 from ptsl.core import persistence as artifacts
-from ptsl.core.persistence import load_agent, save_agent
+from ptsl.core.agent.builders import Shapes, build_agent
 from ptsl.core.config import EnvConfig, ExperimentConfig, RunConfig, SACConfig, TrainConfig
 from ptsl.core.errors import CorruptFileError
-from ptsl.core.builders import Shapes, build_agent
+from ptsl.core.persistence import load_agent, save_agent
 from ptsl.core.persistence import ResumeCheckpoints
 
 SHAPES = Shapes(obs_dim=39, action_dim=4, num_tasks=3)

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-from ptsl.core.builders import Shapes, build_agent
+from ptsl.core.agent.builders import Shapes, build_agent
 from ptsl.core.config import EnvConfig, ExperimentConfig, RunConfig, SACConfig, TrainConfig
 from ptsl.core.persistence import save_agent
 from ptsl.ops.params import parse_params, run_config

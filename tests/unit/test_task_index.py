@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import torch
 
+from ptsl.core.agent.nets.task_index import TaskIndex
 from ptsl.core.cuda.task_index import StaticTaskIndex, gather_task
-from ptsl.core.nets.task_index import TaskIndex
 
 B, T = 1280, 10
 
@@ -91,7 +91,7 @@ def test_the_methods_without_task_layers_never_call_one(exp, monkeypatch):
     """MT-SAC, CARE and Soft Modularization (the study's rows without PTSL) update and act
     without TaskIndex.layer: a change of that function leaves their runs' bytes as they are."""
     from ptsl.core.benchmarks import benchmark_tasks
-    from ptsl.core.builders import Shapes, build_agent
+    from ptsl.core.agent.builders import Shapes, build_agent
     from ptsl.ops.params import load_params, run_config
     from ptsl.tools.bench.updates import random_buffer
 

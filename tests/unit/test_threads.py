@@ -6,7 +6,7 @@ How MKL splits a matrix product across threads, and so its last bits, depends on
 count and on the CPU: on an AMD EPYC it splits products of 5 to 11 rows, on an AVX-512 Xeon also
 batch-1280 products of every method and Soft Modularization's and MOORE's at batch 128. So the
 agent acts and updates on one thread whatever the process's thread count
-(ptsl.core.agent.one_cpu_thread), and the tests below run at the paper's batch too.
+(ptsl.core.agent.sac.one_cpu_thread), and the tests below run at the paper's batch too.
 """
 
 from __future__ import annotations
@@ -17,10 +17,10 @@ import numpy as np
 import pytest
 import torch
 
-from ptsl.core.buffer import Batch
-from ptsl.ops.params import parse_params, run_config
-from ptsl.core.builders import Shapes, build_agent
+from ptsl.core.agent.buffer import Batch
+from ptsl.core.agent.builders import Shapes, build_agent
 from ptsl.core.benchmarks import benchmark_tasks
+from ptsl.ops.params import parse_params, run_config
 
 
 MT10 = benchmark_tasks("mt10")

@@ -3,7 +3,7 @@ the update tests run for each method."""
 
 from __future__ import annotations
 
-from ptsl.core.builders import Shapes
+from ptsl.core.agent.builders import Shapes
 from ptsl.core.config import EnvConfig, ExperimentConfig, RunConfig, SACConfig, TrainConfig
 
 SHAPES = Shapes(obs_dim=39, action_dim=4, num_tasks=4)

@@ -7,9 +7,9 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .agent import MultiTaskSAC
+from .agent.builders import Shapes, build_networks
+from .agent.sac import MultiTaskSAC
 from .benchmarks import EMBEDDING_DIM
-from .builders import Shapes, build_networks
 from .config import ExperimentConfig, SACConfig
 from .methods import method
 

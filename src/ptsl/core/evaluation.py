@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import faults
-from .agent import MultiTaskSAC
+from .agent.sac import MultiTaskSAC
 from .config import EnvConfig
 from .envs import MultiTaskVecEnv, TaskSet, eval_env
 from .eval_tasks import TaskEvaluator

@@ -28,9 +28,9 @@ import torch
 from tqdm import tqdm
 
 from . import faults
-from .agent import MultiTaskSAC, check_losses
-from .buffer import ReplayBuffer
-from .builders import Shapes, build_agent
+from .agent.buffer import ReplayBuffer
+from .agent.builders import Shapes, build_agent
+from .agent.sac import MultiTaskSAC, check_losses
 from .config import RunConfig
 from .envs import MultiTaskVecEnv, StepResult, load_tasks
 from .errors import TrainingDiverged

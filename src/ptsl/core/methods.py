@@ -2,14 +2,13 @@
 
 The configuration (which names and options are allowed), the builders, the Python API, the
 parameter-counting tool and the benchmark all read this table instead of keeping lists of their
-own. It imports no torch; :mod:`ptsl.core.builders` holds each method's builder, under the
-method's name.
+own. It imports no torch and nothing of the agent: :data:`ptsl.core.agent.builders.BUILDERS` maps
+each method's name to its builder.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
 
 #: PTSL residual modes (reference 5.4).
 RESIDUAL_MODES = ("none", "sum", "linear", "project")
@@ -45,13 +44,6 @@ class Method:
     def unread_options(self) -> tuple[str, ...]:
         """The method-specific keys it ignores (they must keep their defaults)."""
         return tuple(o for o in OPTIONS if o not in self.options)
-
-    @property
-    def builder(self) -> Callable:
-        """The function that builds its networks (:mod:`ptsl.core.builders`)."""
-        from . import builders
-
-        return getattr(builders, self.name)
 
 
 METHODS: dict[str, Method] = {m.name: m for m in (

@@ -26,12 +26,12 @@ import numpy as np
 import torch
 
 from . import faults
-from .agent import MultiTaskSAC
-from .builders import Shapes, build_agent
+from .agent.builders import Shapes, build_agent
+from .agent.nets.task_encoder import PRETRAINED_TABLE_KEY
+from .agent.sac import MultiTaskSAC
 from .config import RunConfig
 from .errors import CorruptFileError, WriteError
 from .files import write_atomic
-from .nets.task_encoder import PRETRAINED_TABLE_KEY
 
 FORMAT = 2  # 1: pickled meta (no checksum); 2: weights-only + checksum + version
 _ARRAY, _SCALAR = "__ndarray__", "__npscalar__"

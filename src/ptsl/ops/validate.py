@@ -39,7 +39,7 @@ def trained_experiments(params: Params) -> dict[str, ExperimentConfig]:
 def check_networks(experiments: Mapping[str, ExperimentConfig]) -> None:
     """Build each experiment's networks once: a size combination the architecture cannot
     express is a ConfigError naming the experiment."""
-    from ..core.builders import check_buildable  # torch: only once the params file is valid
+    from ..core.agent.builders import check_buildable  # torch: only once the params file is valid
 
     for exp in experiments.values():
         check_buildable(exp)
@@ -91,7 +91,7 @@ def check_embeddings(experiments: Mapping[str, ExperimentConfig], path: Path = E
         if method(exp.method).embeddings:
             tasks += [t for t in benchmark_tasks(exp.benchmark) if t not in tasks]
     if tasks:
-        from ..core.nets.task_encoder import load_task_embeddings  # torch, as above
+        from ..core.agent.nets.task_encoder import load_task_embeddings  # torch, as above
 
         load_task_embeddings(tasks, path)
 

@@ -1,7 +1,7 @@
 """The task branches measured: how large each PTSL layer's task-specific part is next to its
 shared part, in a trained agent (reference 5.2, 5.5 and Q9).
 
-A PTSL layer (:class:`~ptsl.core.nets.pal.PALLayer`) computes
+A PTSL layer (:class:`~ptsl.core.agent.nets.pal.PALLayer`) computes
 ``act(S x + b  +  U((D x) W_t + c_t))``. For every such layer of the actor trunk and of both Q
 networks this measures
 
@@ -39,12 +39,12 @@ import torch
 import torch.nn.functional as F
 
 from ..cli import ArgumentParser, run
-from ..core.agent import MultiTaskSAC, one_cpu_thread
-from ..core.builders import Shapes, build_agent
+from ..core.agent.builders import Shapes, build_agent
+from ..core.agent.nets.pal import FeedForwardPAL, PALLayer, PALOutput
+from ..core.agent.nets.task_encoder import PRETRAINED_TABLE_KEY
+from ..core.agent.sac import MultiTaskSAC, one_cpu_thread
 from ..core.config import RunConfig
 from ..core.methods import method
-from ..core.nets.pal import FeedForwardPAL, PALLayer, PALOutput
-from ..core.nets.task_encoder import PRETRAINED_TABLE_KEY
 from ..core.records import run_id
 from ..ops.params import Params, run_config
 

@@ -3,7 +3,7 @@
 Rule (PTSL ``Agent.summary`` / ``count_parameters.py``): actor + critic (encoder and both Q's)
 + critic target + log-alpha, tensors tied between modules counted in each module, task encoder
 excluded. Counts are taken from built networks
-(:meth:`ptsl.core.agent.MultiTaskSAC.parameter_count`), not from a formula, so they follow the
+(:meth:`ptsl.core.agent.sac.MultiTaskSAC.parameter_count`), not from a formula, so they follow the
 architecture actually trained.
 
 ``python -m ptsl.tools.counting`` prints the table of reference 5.6 (MT10) and the reference's

@@ -19,7 +19,7 @@ import numpy as np
 import torch
 
 from ..cli import ArgumentParser, run, whole
-from ..core.builders import Shapes, build_agent
+from ..core.agent.builders import Shapes, build_agent
 from ..core.config import EnvConfig, ExperimentConfig, RunConfig, SACConfig, TrainConfig
 from ..core.envs import load_tasks
 from ..core.eval_tasks import TaskEvaluator

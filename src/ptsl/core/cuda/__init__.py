@@ -11,13 +11,13 @@ On CUDA the training loop makes one call, :func:`accelerate`, which
   once as a CUDA graph and replayed (:class:`~ptsl.core.cuda.step.CapturedStep` over
   :class:`~ptsl.core.cuda.graph.CudaBackend`), or eagerly with ``PTSL_GRAPH=0``.
 
-The maths is the agent's own :meth:`~ptsl.core.agent.MultiTaskSAC.update`; CPU tests run all
+The maths is the agent's own :meth:`~ptsl.core.agent.sac.MultiTaskSAC.update`; CPU tests run all
 of this but :mod:`ptsl.core.cuda.graph` and compare it with the update bit for bit.
 """
 
 from __future__ import annotations
 
-from ..agent import MultiTaskSAC
+from ..agent.sac import MultiTaskSAC
 from ..config import SACConfig
 from .buffer import DeviceReplayBuffer, DeviceSampler
 from .step import Backend, CapturedStep, UpdateStep

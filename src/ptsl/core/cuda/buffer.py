@@ -10,11 +10,11 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ..buffer import Batch
+from ..agent.buffer import Batch
 
 
 class DeviceReplayBuffer:
-    """:class:`ptsl.core.buffer.ReplayBuffer` on a device: the same rows, interface and state
+    """:class:`ptsl.core.agent.buffer.ReplayBuffer` on a device: the same rows, interface and state
     format, sampled uniformly with replacement over the stored rows from a device generator
     seeded from the run's seed (:class:`DeviceSampler`)."""
 
@@ -70,7 +70,7 @@ class DeviceReplayBuffer:
 
     def state_dict(self) -> dict:
         """The stored rows as host arrays (the format of
-        :meth:`ptsl.core.buffer.ReplayBuffer.state_dict`) and the sampling generator's state."""
+        :meth:`ptsl.core.agent.buffer.ReplayBuffer.state_dict`) and the sampling generator's state."""
         n = len(self)
         rows = self.data[:n].cpu().numpy()
         out = {"capacity": self.capacity, "pos": self.pos, "full": self.full,

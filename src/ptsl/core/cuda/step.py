@@ -3,7 +3,7 @@
 A captured graph replays fixed kernels on fixed addresses, so the step has static input, index
 and output tensors, makes no host read, and takes shapes that do not depend on the batch's task
 mix (:class:`~ptsl.core.cuda.task_index.StaticTaskIndex`). Its maths is the agent's own
-:meth:`~ptsl.core.agent.MultiTaskSAC.update`: one copy of the update.
+:meth:`~ptsl.core.agent.sac.MultiTaskSAC.update`: one copy of the update.
 
 - :class:`UpdateStep`: draw indices, gather the rows into a static batch, update, write the
   five losses into a static (5,) tensor.
@@ -22,8 +22,8 @@ from typing import Protocol
 
 import torch
 
-from ..agent import MultiTaskSAC
-from ..buffer import Batch
+from ..agent.buffer import Batch
+from ..agent.sac import MultiTaskSAC
 from ..errors import GraphCaptureError
 from .buffer import DeviceReplayBuffer
 

@@ -1,4 +1,4 @@
-"""The task selections of :class:`ptsl.core.nets.task_index.TaskIndex` with static shapes: what a
+"""The task selections of :class:`ptsl.core.agent.nets.task_index.TaskIndex` with static shapes: what a
 GPU stream and a captured update need.
 
 No host read, and shapes and kernels that do not depend on the batch's task mix (a captured
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import torch
 
-from ..nets.task_index import TaskIndex
+from ..agent.nets.task_index import TaskIndex
 
 
 def gather_task(per_task: torch.Tensor, task: torch.Tensor) -> torch.Tensor:

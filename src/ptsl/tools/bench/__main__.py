@@ -35,8 +35,8 @@ from .loop import measure_loop
 from .node import TABLE_METHODS, measure_node
 from .record import SECTIONS, Record, parse_only
 from .report import costs, targets
-from .table import print_head, print_section, print_summary
 from .study import measure_study
+from .table import print_head, print_section, print_summary
 from .updates import measure_updates, method_rows, paper_agent
 
 PACKAGES = ("torch", "numpy", "metaworld", "mujoco", "gymnasium", "stable-baselines3")

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from ...core.buffer import ReplayBuffer
+from ...core.agent.buffer import ReplayBuffer
 from ...core.config import EnvConfig
 from ...core.envs import MultiTaskVecEnv, TaskSet, load_tasks
 from .timing import Work, interleave

@@ -14,8 +14,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from ...core.buffer import ReplayBuffer
-from ...core.builders import Shapes, build_agent
+from ...core.agent.buffer import ReplayBuffer
+from ...core.agent.builders import Shapes, build_agent
 from ...core.envs import MultiTaskVecEnv, load_tasks
 from ...core.loop import train
 from ...core.runtime import Runtime

@@ -12,10 +12,10 @@ import numpy as np
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from ...core.agent import MultiTaskSAC
+from ...core.agent.buffer import ReplayBuffer
+from ...core.agent.builders import Shapes, build_agent
+from ...core.agent.sac import MultiTaskSAC
 from ...core.benchmarks import ACTION_DIM, OBS_DIM
-from ...core.buffer import ReplayBuffer
-from ...core.builders import Shapes, build_agent
 from ...core.methods import METHODS
 from ...ops.params import Params, run_config
 from .timing import Rates, Work, interleave

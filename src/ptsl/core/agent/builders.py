@@ -1,8 +1,8 @@
 """How each method's networks are built, one function per method of the registry
 (:mod:`ptsl.core.methods`), and the agent of one run.
 
-Each builder returns :class:`~ptsl.core.agent.Networks` initialised with the reference rule
-(:func:`ptsl.core.nets.mlp.weight_init`) from an explicit generator, so the same seed gives the
+Each builder returns :class:`~ptsl.core.agent.sac.Networks` initialised with the reference rule
+(:func:`ptsl.core.agent.nets.mlp.weight_init`) from an explicit generator, so the same seed gives the
 same weights. Every builder takes ``(exp, sac, shapes, generator, task_embeddings)``; only the
 methods marked ``embeddings`` in the registry read the table.
 """
@@ -16,11 +16,10 @@ import numpy as np
 import torch
 from torch import nn
 
-from .agent import Actor, Critic, MultiTaskSAC, Networks
-from .benchmarks import ACTION_DIM, EMBEDDING_DIM, OBS_DIM, num_tasks
-from .config import ExperimentConfig, RunConfig, SACConfig
-from .errors import ConfigError
-from .methods import method
+from ..benchmarks import ACTION_DIM, EMBEDDING_DIM, OBS_DIM, num_tasks
+from ..config import ExperimentConfig, RunConfig, SACConfig
+from ..errors import ConfigError
+from ..methods import method
 from .nets.care import CAREEncoder
 from .nets.mlp import IdentityEncoder, MLPTrunk, init_expert_layers, weight_init
 from .nets.moore import MOOREMLP
@@ -29,6 +28,7 @@ from .nets.paco import ACTOR_HEAD_SCALE, CRITIC_HEAD_SCALE, PaCoMLP
 from .nets.pal import FeedForwardPAL, init_pal_layers
 from .nets.soft_modularization import FeedForwardEncoder, ObsActionProjection, SoftModularizedMLP
 from .nets.task_encoder import TaskEncoder, load_task_embeddings
+from .sac import Actor, Critic, MultiTaskSAC, Networks
 
 Table = np.ndarray | torch.Tensor | None
 
@@ -94,7 +94,7 @@ def mhsac(exp: ExperimentConfig, sac: SACConfig, shapes: Shapes, generator: torc
           task_embeddings: Table = None) -> Networks:
     """Multi-head SAC as mtrl's multi-head command builds it (reference 2.3): the observation
     only (``task_onehot`` appends a one-hot, as Meta-World+ does), a shared body and one 2-layer
-    head per task in the actor and in each Q (:mod:`ptsl.core.nets.multihead`)."""
+    head per task in the actor and in each Q (:mod:`ptsl.core.agent.nets.multihead`)."""
 
     def make(in_dim: int, out_dim: int) -> MultiHeadMLP:
         return MultiHeadMLP(in_dim, exp.hidden_dim, out_dim, exp.num_layers, shapes.num_tasks)
@@ -106,7 +106,7 @@ def moore(exp: ExperimentConfig, sac: SACConfig, shapes: Shapes, generator: torc
           task_embeddings: Table = None) -> Networks:
     """MOORE as its authors build it for SAC on Meta-World: the actor and each Q a complete
     mixture of ``num_experts`` orthogonal experts with its own task weights and per-task heads
-    (their ``MetaworldSACMixtureMH*Network``; :mod:`ptsl.core.nets.moore`); the observation
+    (their ``MetaworldSACMixtureMH*Network``; :mod:`ptsl.core.agent.nets.moore`); the observation
     only, no task encoder."""
 
     def make(in_dim: int, out_dim: int) -> MOOREMLP:
@@ -120,7 +120,7 @@ def paco(exp: ExperimentConfig, sac: SACConfig, shapes: Shapes, generator: torch
          task_embeddings: Table = None) -> Networks:
     """PaCo as the Meta-World+ baselines build it: the actor and each Q a complete
     parameter-compositional network with ``num_parameter_sets`` sets per layer and its own task
-    composition weights (their ``PaCoNetwork``; :mod:`ptsl.core.nets.paco`); the observation
+    composition weights (their ``PaCoNetwork``; :mod:`ptsl.core.agent.nets.paco`); the observation
     only, no task encoder."""
 
     def make(in_dim: int, out_dim: int) -> PaCoMLP:
@@ -170,7 +170,7 @@ def _care_encoders(exp: ExperimentConfig, shapes: Shapes, task_embeddings: Table
     """
     if task_embeddings is None:
         raise ValueError(f"method {exp.method!r} needs task_embeddings (see "
-                         "ptsl.core.nets.task_encoder.load_task_embeddings)")
+                         "ptsl.core.agent.nets.task_encoder.load_task_embeddings)")
     table = torch.as_tensor(np.asarray(task_embeddings), dtype=torch.float32)
     if table.ndim != 2 or table.shape[0] != shapes.num_tasks:
         raise ValueError(f"task embeddings must have shape ({shapes.num_tasks}, D), "
@@ -240,6 +240,12 @@ def sac_ptsl(exp: ExperimentConfig, sac: SACConfig, shapes: Shapes, generator: t
     return nets
 
 
+#: Each method's builder, under its name in the registry (:data:`ptsl.core.methods.METHODS`).
+BUILDERS: dict[str, Callable[..., Networks]] = {
+    "mtsac": mtsac, "softmod": softmod, "care": care, "care_ptsl": care_ptsl,
+    "sac_ptsl": sac_ptsl, "mhsac": mhsac, "moore": moore, "paco": paco}
+
+
 def build_networks(exp: ExperimentConfig, sac: SACConfig, shapes: Shapes,
                    generator: torch.Generator, task_embeddings: Table = None) -> Networks:
     """Networks of ``exp.method`` for ``shapes``.
@@ -248,7 +254,7 @@ def build_networks(exp: ExperimentConfig, sac: SACConfig, shapes: Shapes,
     embeddings and ignored by the others. A zero table of the right shape is fine when the weights
     are then loaded from a state dict, which restores the table.
     """
-    return method(exp.method).builder(exp, sac, shapes, generator, task_embeddings)
+    return BUILDERS[exp.method](exp, sac, shapes, generator, task_embeddings)
 
 
 def check_buildable(exp: ExperimentConfig) -> None:

@@ -65,7 +65,7 @@ class CAREEncoder(nn.Module):
     optimiser holds only the actor trunk, stays at its initial values for the whole run.
 
     The reference detaches only the expert outputs when ``detach=True`` (the gate keeps its
-    graph); :class:`ptsl.core.agent.Actor`/``Critic`` detach the whole output instead. Nothing that an
+    graph); :class:`ptsl.core.agent.sac.Actor`/``Critic`` detach the whole output instead. Nothing that an
     optimiser steps differs: in those calls the task encoding is already detached, the actor's
     gate is in no optimiser, and the critic gate's stray gradient from the actor loss is cleared
     by the critic optimiser's ``zero_grad`` before the next critic step.

@@ -2,7 +2,7 @@
 mtrl ``soft_modularization.py`` and ``moe_layer.Linear``).
 
 Pieces: the feed-forward state encoder, the routing network, the soft-modularized trunk of
-:class:`~ptsl.core.nets.mlp.ExpertLinear` modules, and the critic's obs-action projection in
+:class:`~ptsl.core.agent.nets.mlp.ExpertLinear` modules, and the critic's obs-action projection in
 front of it.
 """
 

@@ -22,7 +22,7 @@ networks see the observation only: the task reaches them through the heads alone
 Where this code departs from mtrl (mechanics, not maths):
 
 * each row runs through its own task's head only (:meth:`TaskIndex.layer
-  <ptsl.core.nets.task_index.TaskIndex.layer>`), where mtrl runs every head on every row and
+  <ptsl.core.agent.nets.task_index.TaskIndex.layer>`), where mtrl runs every head on every row and
   masks: the same values up to float rounding, the same gradients (a masked-out head receives an
   exact zero from that row in mtrl too), and ``num_tasks`` times fewer head multiply-adds;
 * a head's bias is stored as ``(T, out)``, mtrl's ``moe_layer.Linear`` as ``(T, 1, out)``.

@@ -21,15 +21,15 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..benchmarks import EMBEDDING_DIM
-from ..errors import CorruptFileError
+from ...benchmarks import EMBEDDING_DIM
+from ...errors import CorruptFileError
 from .mlp import build_mlp, feature_major, weight_init
 from .task_index import TaskIndex
 
 #: Width of the task encoding (mtrl ``task_encoder_cfg.model_cfg.output_dim`` and embedding_dim).
 TASK_ENCODING_DIM = 50
-#: Repository root, found from the package location (src/ptsl/core/nets/ -> repo).
-_REPO_ROOT = Path(__file__).resolve().parents[4]
+#: Repository root, found from the package location (src/ptsl/core/agent/nets/ -> repo).
+_REPO_ROOT = Path(__file__).resolve().parents[5]
 #: Default embeddings file: the MT50 file covers every MT10/MT50 task (same vectors for MT10).
 DEFAULT_EMBEDDINGS = _REPO_ROOT / "data" / "task_embeddings" / "metaworld-mt50.json"
 #: State-dict key of the frozen table inside :class:`TaskEncoder` (to rebuild from a checkpoint).

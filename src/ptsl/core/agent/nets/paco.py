@@ -30,7 +30,7 @@ Where this code departs from theirs (mechanics, not maths):
   ``einsum``: the same values to float rounding, with bits that do not depend on the CPU thread
   count (a batched product over the sets took thread-dependent bits in the heads' backward);
 * the task reaches the network as the batch's task index, and its composition weights are
-  :meth:`TaskIndex.rows <ptsl.core.nets.task_index.TaskIndex.rows>` of the ``(T, K)`` table
+  :meth:`TaskIndex.rows <ptsl.core.agent.nets.task_index.TaskIndex.rows>` of the ``(T, K)`` table
   plus the bias, where theirs multiplies a one-hot appended to the observation (and strips it
   before the first layer): the same values exactly;
 * a Q-function reads ``(observation, action)``; theirs concatenates ``(action, observation)``

@@ -113,7 +113,7 @@ class ExpertLinear(nn.Module):
 
 def init_expert_layers(module: nn.Module, generator: torch.Generator | None) -> None:
     """Apply the expert init to every :class:`ExpertLinear` inside ``module``
-    (``ptsl.core.nets.mlp.weight_init`` only knows ``nn.Linear``)."""
+    (``ptsl.core.agent.nets.mlp.weight_init`` only knows ``nn.Linear``)."""
     for m in module.modules():
         if isinstance(m, ExpertLinear):
             m.reset_parameters(generator)

@@ -1,7 +1,7 @@
 """Multi-task SAC as mtrl implements it (reference 1.4 and 2): actor, twin critics, one
 temperature per task, one update step and acting.
 
-The method zoo (which encoder, task encoder and trunk) is decided in :mod:`ptsl.core.builders`; this
+The method zoo (which encoder, task encoder and trunk) is decided in :mod:`ptsl.core.agent.builders`; this
 module only composes the pieces it is handed and applies the reference's gradient-flow rules:
 the critic loss trains the critic, its encoder and the task encoder; the actor loss trains the
 actor trunk only (encoder output and task encoding detached); the temperature loss trains log-alpha.
@@ -20,9 +20,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..config import SACConfig
+from ..errors import TrainingDiverged
 from .buffer import Batch
-from .config import SACConfig
-from .errors import TrainingDiverged
 from .nets.task_index import TaskIndex
 from .optim import Adam
 
@@ -212,7 +212,7 @@ class MultiTaskSAC(nn.Module):
     def optimizers(self) -> dict[str, Adam]:
         """Adam for each parameter group (actor, critic, alpha, and task_encoder where there is
         one), built on first use: an agent loaded to act or evaluate never needs them.
-        :class:`ptsl.core.optim.Adam` is torch's Adam without torch.compile's import."""
+        :class:`ptsl.core.agent.optim.Adam` is torch's Adam without torch.compile's import."""
         if self._optimizers is None:
             sac, adam = self.sac, self.adam_options
             if self.device.type == "meta":  # no fused kernel there (the GPU path's CPU tests)

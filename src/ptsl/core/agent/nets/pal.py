@@ -7,7 +7,7 @@ bias-free down/up projections ``D``/``U`` (never per task) and a low-rank task l
 
 Departure from the reference's mechanics (not its maths): the reference stores the batch's task
 indices in every layer through a ``set_indices`` side channel before each forward; here the
-batch's :class:`~ptsl.core.nets.task_index.TaskIndex` is an argument of ``forward``, so a
+batch's :class:`~ptsl.core.agent.nets.task_index.TaskIndex` is an argument of ``forward``, so a
 mixed-task batch needs no state. Each row's task layer is :meth:`TaskIndex.layer` (one batched
 product over the rows grouped by task) instead of the reference's gather and batched matmul: the same values and gradients,
 faster. The residual mixing is the reference's.
@@ -20,7 +20,7 @@ from typing import NamedTuple
 import torch
 from torch import nn
 
-from ..methods import RESIDUAL_MODES
+from ...methods import RESIDUAL_MODES
 from .task_index import TaskIndex
 
 
@@ -200,7 +200,7 @@ class FeedForwardPAL(nn.Module):
 
 def init_pal_layers(module: nn.Module, generator: torch.Generator | None) -> None:
     """Initialise the task layers of every :class:`PALLayer` in ``module`` (the shared Linears
-    and the zero projections come from ``ptsl.core.nets.mlp.weight_init``)."""
+    and the zero projections come from ``ptsl.core.agent.nets.mlp.weight_init``)."""
     for m in module.modules():
         if isinstance(m, PALLayer):
             m.reset_task_parameters(generator)

@@ -30,7 +30,7 @@ Where this code departs from the authors' (mechanics, not maths):
 
 * the experts are one batched ``k x in x out`` tensor per layer (:class:`ExpertLinear`, mtrl's
   layout) instead of ``k`` deep copies of an ``nn.Sequential``;
-* the mixing weights are :meth:`TaskIndex.rows <ptsl.core.nets.task_index.TaskIndex.rows>` of the
+* the mixing weights are :meth:`TaskIndex.rows <ptsl.core.agent.nets.task_index.TaskIndex.rows>` of the
   ``(T, k)`` table (the transpose of the authors' ``Linear(T, k).weight``), which equals the
   one-hot product exactly; each row's head is :meth:`TaskIndex.layer`, as the authors' loop over
   the batch's tasks;
