@@ -53,7 +53,7 @@ SLOWEST_FIRST = ("test_grid.py",            # 210
                  "test_faults.py",          # ~190
                  "test_methods_e2e.py",     # 140
                  "test_study_e2e.py",       # 120
-                 "test_bad_input.py",       # 90
+                 "test_bad_input.py",       # ~45 (its 43 stage-script cases share one process)
                  "test_ablation_e2e.py",    # 70
                  "test_pipeline_e2e.py",    # 65
                  "test_protocols_e2e.py",   # ~55
