@@ -53,12 +53,12 @@ SLOWEST_FIRST = ("test_grid.py",            # 210
                  "test_faults.py",          # ~190
                  "test_methods_e2e.py",     # 140
                  "test_study_e2e.py",       # 120
-                 "test_bad_input.py",       # ~45 (its 43 stage-script cases share one process)
                  "test_ablation_e2e.py",    # 70
                  "test_pipeline_e2e.py",    # 65
                  "test_protocols_e2e.py",   # ~55
                  "test_thread_count.py",    # 55
                  "test_bench.py",           # 45
+                 "test_bad_input.py",       # ~45 (its 43 stage-script cases share one process)
                  "test_entry_points.py",    # ~45 (90 s of CPU: some 70 command processes)
                  "test_api.py",             # 35
                  "test_docs.py",            # 30

@@ -66,6 +66,8 @@ ENTRY_POINTS = entry_points()
 #: Each fails before any work: none trains, evaluates or writes.
 BAD_INPUTS = [
     ("ptsl.tools.counting", ["--params", "nope.yaml"], {}, "nope.yaml: params file not found"),
+    ("ptsl.tools.branches_along", ["--resume-dir", "nope", "--out", "out"], {},
+     "--resume-dir: nope is not a folder"),
     ("ptsl.tools.counting", ["--params", "bad.yaml"], {"bad.yaml": "seeds: [1,\n"},
      "bad.yaml: not valid YAML"),
     ("ptsl.ops.budget", ["paper", "--params", "nope.yaml"], {}, "nope.yaml"),
