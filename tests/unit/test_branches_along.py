@@ -1,6 +1,7 @@
 """The task branches along training (ptsl.tools.branches_along): a resume checkpoint written by
 the project's own writer is measured exactly as the finished-run measurement measures its agent,
-a run without PTSL layers is passed over, a (run, step) is measured once, and a broken table is
+its start (step 0) is the agent training started from, a run without PTSL layers is passed
+over, a (run, step) is measured once, and a broken table is
 refused in one line."""
 
 from __future__ import annotations
@@ -51,15 +52,21 @@ def test_checkpoints_are_measured_once_each_as_a_finished_run_is(tmp_path, task_
     assert [(e, s, st) for e, s, st, _ in checkpoints(resume)] == [("tiny_care_ptsl", 1, 300),
                                                                   ("tiny_mtsac", 1, 300)]
     want_300 = measure_run(agent, cfg, task_cache)
+    fresh, _ = _run("care_ptsl", task_cache)  # the agent training started from
+    want_0 = measure_run(fresh, cfg, task_cache)
 
     lines: list[str] = []
     plain: set[str] = set()
-    assert measure_new(resume, out, task_cache, lines.append, plain) == 1
-    assert lines == ["measured tiny_care_ptsl-1 at step 300"] and plain == {"tiny_mtsac"}
+    assert measure_new(resume, out, task_cache, lines.append, plain) == 2
+    assert lines == ["measured tiny_care_ptsl-1 at step 300 and at its start"]
+    assert plain == {"tiny_mtsac"}
     got = pd.read_csv(out / CSV_NAME)
     assert list(got.columns) == ["step", *COLUMNS]
-    assert (got["step"] == 300).all() and set(got["run"]) == {"tiny_care_ptsl-1"}
-    pd.testing.assert_frame_equal(got.drop(columns="step"), want_300, check_dtype=False)
+    assert sorted(set(got["step"])) == [0, 300] and set(got["run"]) == {"tiny_care_ptsl-1"}
+    for step, want in ((0, want_0), (300, want_300)):
+        rows = got[got["step"] == step].drop(columns="step").reset_index(drop=True)
+        pd.testing.assert_frame_equal(rows, want, check_dtype=False)
+    assert (got.loc[got["step"] == 0, "task_weight_change"] == 0).all()
     assert (out / FIGURE_NAME).stat().st_size > 0
 
     # A second pass measures nothing and leaves the table as it was.
@@ -73,7 +80,7 @@ def test_checkpoints_are_measured_once_each_as_a_finished_run_is(tmp_path, task_
     assert measure_new(resume, out, task_cache, lines.append, plain) == 1
     assert lines[-1] == "measured tiny_care_ptsl-1 at step 600"
     got = pd.read_csv(out / CSV_NAME)
-    assert sorted(set(got["step"])) == [300, 600]
+    assert sorted(set(got["step"])) == [0, 300, 600]
     later = got[got["step"] == 600].drop(columns="step").reset_index(drop=True)
     pd.testing.assert_frame_equal(later, measure_run(agent, cfg, task_cache), check_dtype=False)
     # Training moved the task weights: the two steps' measurements differ.

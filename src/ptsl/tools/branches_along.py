@@ -5,7 +5,8 @@ A training stage writes a resume checkpoint every ``train.checkpoint_every`` vec
 command watches that folder from outside the runs: each new checkpoint of a run with PTSL layers
 is read (its checksum verified), the agent rebuilt from the checkpoint's own config and weights,
 and its task branches measured as :mod:`ptsl.report.branches` measures a finished run's (one
-deterministic evaluation episode per task, the norms and ratios of every PTSL layer). The rows
+deterministic evaluation episode per task, the norms and ratios of every PTSL layer); a run's
+start (step 0) is measured too, on the agent its config and seed build. The rows
 go to ``<out>/branches_along.csv`` with a ``step`` column, and ``<out>/branches_along.png``
 draws the task-mean ratio of every layer against the step, one line per seed.
 
@@ -50,15 +51,18 @@ def checkpoints(resume_dir: Path) -> list[tuple[str, int, int, Path]]:
     return found
 
 
-def measure_checkpoint(path: Path, task_cache: Path | None = None) -> pd.DataFrame | None:
+def measure_checkpoint(path: Path, task_cache: Path | None = None, start: bool = False
+                       ) -> list[pd.DataFrame] | None:
     """The branch measurement of the agent in the resume checkpoint ``path`` (columns of
     :data:`ptsl.report.branches.COLUMNS` after ``step``), or None for a method without PTSL
-    layers."""
+    layers. With ``start``, first the measurement at step 0: the agent as training built it,
+    before any update (the same config and seed build the same weights), with the checkpoint's
+    own embedding table."""
     import torch
 
     from ..core.agent.builders import Shapes, build_agent
     from ..core.agent.nets.task_encoder import PRETRAINED_TABLE_KEY
-    from ..core.benchmarks import ACTION_DIM, OBS_DIM
+    from ..core.benchmarks import ACTION_DIM, observation_dim
     from ..core.config import RunConfig
     from ..core.envs import load_tasks
     from ..core.methods import method
@@ -72,13 +76,18 @@ def measure_checkpoint(path: Path, task_cache: Path | None = None) -> pd.DataFra
     model = state["agent"]["model"]
     names = load_tasks(cfg.experiment.benchmark, cfg.seed, task_cache).names
     table = model.get(f"task_encoder.{PRETRAINED_TABLE_KEY}")
-    agent = build_agent(cfg, Shapes(OBS_DIM, ACTION_DIM, len(names)), tuple(names),
-                        task_embeddings=None if table is None else table.cpu())
-    agent.load_state_dict(model)
-    with torch.inference_mode():
-        frame = measure_run(agent, cfg, task_cache)
-    frame.insert(0, "step", int(state["step"]))
-    return frame
+    shapes = Shapes(observation_dim(cfg.env.observation), ACTION_DIM, len(names))
+    frames = []
+    for step in ([0] if start else []) + [int(state["step"])]:
+        agent = build_agent(cfg, shapes, tuple(names),
+                            task_embeddings=None if table is None else table.cpu())
+        if step:
+            agent.load_state_dict(model)
+        with torch.inference_mode():
+            frame = measure_run(agent, cfg, task_cache)
+        frame.insert(0, "step", step)
+        frames.append(frame)
+    return frames
 
 
 def read_rows(csv: Path) -> pd.DataFrame | None:
@@ -100,7 +109,8 @@ def measure_new(resume_dir: Path, out: Path, task_cache: Path | None = None,
                 log=print, plain: set[str] | None = None) -> int:
     """One pass: measure every checkpoint in ``resume_dir`` whose (run, step) the CSV in ``out``
     lacks, append its rows (the file rewritten whole, through a temp file) and draw the figure
-    again; returns how many checkpoints were measured. ``plain`` holds the experiments found
+    again; returns how many agents were measured (a run's first checkpoint brings its start,
+step 0, too). ``plain`` holds the experiments found
     without PTSL layers (filled here): a watcher passes the same set to every pass, so their
     checkpoints, the replay buffer inside, are read once, not every pass."""
     from ..core.records import run_id
@@ -111,20 +121,23 @@ def measure_new(resume_dir: Path, out: Path, task_cache: Path | None = None,
     plain = set() if plain is None else plain
     frames = []
     for exp, seed, step, path in checkpoints(resume_dir):
-        if (run_id(exp, seed), step) in done or exp in plain:
+        run = run_id(exp, seed)
+        if (run, step) in done or exp in plain:
             continue
         try:
-            frame = measure_checkpoint(path, task_cache)
+            measured_here = measure_checkpoint(path, task_cache, start=(run, 0) not in done)
         except (FileNotFoundError, CorruptFileError) as exc:
             # Deleted or replaced by the run's next checkpoint while being read: the next one
             # is measured instead.
             log(f"note: {path.name}: skipped ({exc})")
             continue
-        if frame is None:
+        if measured_here is None:
             plain.add(exp)
             continue
-        frames.append(frame)
-        log(f"measured {run_id(exp, seed)} at step {step:,}")
+        frames += measured_here
+        done |= {(run, int(f["step"].iloc[0])) for f in measured_here}
+        log(f"measured {run} at step {step:,}" + (" and at its start" if len(measured_here) > 1
+                                                   else ""))
     measured = len(frames)
     if not measured:
         return 0
