@@ -110,9 +110,9 @@ def measure_new(resume_dir: Path, out: Path, task_cache: Path | None = None,
     """One pass: measure every checkpoint in ``resume_dir`` whose (run, step) the CSV in ``out``
     lacks, append its rows (the file rewritten whole, through a temp file) and draw the figure
     again; returns how many agents were measured (a run's first checkpoint brings its start,
-step 0, too). ``plain`` holds the experiments found
-    without PTSL layers (filled here): a watcher passes the same set to every pass, so their
-    checkpoints, the replay buffer inside, are read once, not every pass."""
+    step 0, too). ``plain`` holds the experiments found without PTSL layers (filled here): a
+    watcher passes the same set to every pass, so their checkpoints, the replay buffer inside,
+    are read once, not every pass."""
     from ..core.records import run_id
 
     csv = out / CSV_NAME
