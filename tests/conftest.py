@@ -59,11 +59,11 @@ SLOWEST_FIRST = ("test_grid.py",            # 210
                  "test_thread_count.py",    # 55
                  "test_bench.py",           # 45
                  "test_bad_input.py",       # ~45 (its 43 stage-script cases share one process)
-                 "test_entry_points.py",    # ~45 (90 s of CPU: some 70 command processes)
                  "test_api.py",             # 35
                  "test_docs.py",            # 30
                  "test_loop.py",            # 25
                  "test_stage_deps.py",      # 20
+                 "test_entry_points.py",    # ~10 (its ~100 commands share one process)
                  "test_tracking_concurrency.py", "test_threads.py", "test_envs.py",  # 18 each
                  "test_import_layers.py", "test_counting.py", "test_views.py")  # 8-17 each
 
