@@ -77,10 +77,11 @@ def measure_checkpoint(path: Path, task_cache: Path | None = None, start: bool =
     names = load_tasks(cfg.experiment.benchmark, cfg.seed, task_cache).names
     table = model.get(f"task_encoder.{PRETRAINED_TABLE_KEY}")
     shapes = Shapes(observation_dim(cfg.env.observation), ACTION_DIM, len(names))
+    # Built as training built it; the checkpoint's weights go in after the start is measured.
+    agent = build_agent(cfg, shapes, tuple(names),
+                        task_embeddings=None if table is None else table.cpu())
     frames = []
     for step in ([0] if start else []) + [int(state["step"])]:
-        agent = build_agent(cfg, shapes, tuple(names),
-                            task_embeddings=None if table is None else table.cpu())
         if step:
             agent.load_state_dict(model)
         with torch.inference_mode():
