@@ -94,6 +94,27 @@ def test_the_training_loop_captured_equals_eager(task_cache):
     assert_same_training_state(eager.agent.training_state(), captured.agent.training_state())
 
 
+def test_a_run_that_waits_asleep_equals_one_that_spins(task_cache):
+    """PTSL_CUDA_WAIT=block and spin: the agent is told, and the curve and state are the same
+    bit for bit (only when the host waits changes). A blocking read of work still queued on the
+    device returns its finished values."""
+    from ptsl.core.agent.sac import to_host
+
+    runs = [train(_tiny(steps=80), task_cache=task_cache, progress=False,
+                  runtime=Runtime(device="cuda", vector="sync", wait=wait))
+            for wait in ("block", "spin")]
+    assert [r.agent.blocking_wait for r in runs] == [True, False]
+    assert runs[0].curve.to_csv() == runs[1].curve.to_csv()
+    assert_same_training_state(runs[1].agent.training_state(), runs[0].agent.training_state())
+    a = torch.randn(2048, 2048, device=CUDA)
+    queued = a
+    for _ in range(20):  # long enough to be still running when the read starts
+        queued = torch.tanh(queued @ a)
+    got = to_host(queued, blocking=True)
+    torch.cuda.synchronize()
+    assert got.device.type == "cpu" and torch.equal(got, queued.cpu())
+
+
 def test_the_divergence_guard_names_the_step_of_a_captured_run(task_cache, monkeypatch):
     # faults reads PTSL_FAULT once, at import (a stage's process sets it before): read it again
     monkeypatch.setenv("PTSL_FAULT", "nan_reward@30")

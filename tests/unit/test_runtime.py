@@ -30,6 +30,7 @@ def test_defaults_and_values():
     ({"PTSL_FAST": "0"}, "PTSL_FAST: retired, the update has one path"),
     ({"PTSL_GRAPH": "yes please"}, "PTSL_GRAPH: expected 1 or 0, got 'yes please'"),
     ({"PTSL_VECTOR": "gpu"}, "PTSL_VECTOR: unknown mode 'gpu'; allowed: auto, sync, async"),
+    ({"PTSL_CUDA_WAIT": "sleep"}, "PTSL_CUDA_WAIT: unknown mode 'sleep'; allowed: block, spin"),
 ])
 def test_bad_values_name_the_variable(env, message):
     with pytest.raises(ConfigError, match=message):
@@ -49,6 +50,20 @@ def test_machine_choices_are_not_params():
     params = yaml.safe_load((ROOT / "params.yaml").read_text())
     assert "device" not in params["train"] and "torch_threads" not in params["train"]
     assert "vector" not in params["env"]
+
+
+def test_the_wait_for_a_cuda_device():
+    """Asleep by default; ``spin`` as CUDA waits by default; on a CPU tensor the read is a plain
+    copy whichever is asked for."""
+    import torch
+
+    from ptsl.core.agent.sac import to_host
+
+    assert Runtime.from_env({}).wait == "block"
+    assert Runtime.from_env({"PTSL_CUDA_WAIT": " Spin "}).wait == "spin"
+    assert "cuda_wait" not in Runtime(device="cpu").describe()
+    t = torch.arange(6.0)
+    assert torch.equal(to_host(t, blocking=True), t) and torch.equal(to_host(t, False), t)
 
 
 def test_graph_and_vector_switches():

@@ -103,6 +103,7 @@ class Training:
                                   runtime.eval_workers(tasks.num_tasks))
         shapes = Shapes(self.env.obs_dim, self.env.action_dim, self.env.num_tasks)
         self.agent = build_agent(cfg, shapes, tasks.names, device=self.device)
+        self.agent.blocking_wait = runtime.wait == "block"
         self.rng = np.random.default_rng(cfg.seed)
         #: The batch and buffer sizes in total over the tasks (``sac.sizes_per_task``).
         self.sizes = cfg.sac.totals(tasks.num_tasks)
@@ -248,7 +249,8 @@ class Training:
     def report_losses(self, done: int) -> None:
         """The divergence guard over the losses since the last report, and their means."""
         if self.losses:
-            means = check_losses(self.losses, self.cfg.sac.critic_loss_guard)
+            means = check_losses(self.losses, self.cfg.sac.critic_loss_guard,
+                                 self.agent.blocking_wait)
             self.log.losses(done, means)
             self.losses = []
 

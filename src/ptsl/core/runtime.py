@@ -15,6 +15,11 @@ key as one trained on a laptop, and a run cache filled on one kind of machine fa
   process may use a core per task besides its own, else ``sync``). Both give the same
   transitions. An evaluation that runs each task on its own (``env.eval_ends_at_success``)
   spreads the tasks over one process per core unless it is ``sync`` (the same numbers).
+- ``PTSL_CUDA_WAIT``: how a CUDA run's thread waits for the device when it needs a result on the
+  host (the action of every step, the losses of every episode): ``block`` (the default) sleeps
+  until the device is done, ``spin`` polls as CUDA does by default, holding a core for the whole
+  wait. Many runs sharing one GPU wait most of the time, and their polling takes the cores their
+  environments need. The same numbers either way; no effect on CPU.
 
 On CUDA, :meth:`Runtime.apply` keeps float32 matrix products in full FP32 (no TF32), and
 :func:`precision` records what the process computes with.
@@ -37,22 +42,25 @@ THREADS_ENV = "PTSL_THREADS"
 FAST_ENV = "PTSL_FAST"
 GRAPH_ENV = "PTSL_GRAPH"
 VECTOR_ENV = "PTSL_VECTOR"
+WAIT_ENV = "PTSL_CUDA_WAIT"
 #: Set by some CUDA images: cuBLAS then computes float32 products in TF32 whatever torch says.
 TF32_OVERRIDE_ENV = "TORCH_ALLOW_TF32_CUBLAS_OVERRIDE"
 DEVICES = ("auto", "cpu", "cuda")
 VECTOR_MODES = ("auto", "sync", "async")
+WAIT_MODES = ("block", "spin")
 _SWITCH = {"1": True, "true": True, "on": True, "0": False, "false": False, "off": False}
 
 
 @dataclass(frozen=True)
 class Runtime:
-    """Device, thread count, graph capture and environment stepping of one process (see the
-    module docstring)."""
+    """Device, thread count, graph capture, environment stepping and the wait for a CUDA device
+    of one process (see the module docstring)."""
 
     device: str = "auto"
     threads: int = 0
     graph: bool = True
     vector: str = "auto"
+    wait: str = "block"
 
     def __post_init__(self) -> None:
         if self.device not in DEVICES:
@@ -63,6 +71,9 @@ class Runtime:
         if self.vector not in VECTOR_MODES:
             raise ConfigError(f"{VECTOR_ENV}: unknown mode {self.vector!r}; allowed: "
                               f"{', '.join(VECTOR_MODES)}")
+        if self.wait not in WAIT_MODES:
+            raise ConfigError(f"{WAIT_ENV}: unknown mode {self.wait!r}; allowed: "
+                              f"{', '.join(WAIT_MODES)}")
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Runtime:
@@ -78,7 +89,9 @@ class Runtime:
         except ValueError:
             raise ConfigError(f"{THREADS_ENV}: expected an integer >= 0, got {raw_threads!r}") from None
         vector = env.get(VECTOR_ENV, "auto").strip().lower() or "auto"
-        return cls(device=device, threads=threads, graph=_switch(env, GRAPH_ENV), vector=vector)
+        wait = env.get(WAIT_ENV, "block").strip().lower() or "block"
+        return cls(device=device, threads=threads, graph=_switch(env, GRAPH_ENV), vector=vector,
+                   wait=wait)
 
     def torch_device(self) -> torch.device:
         """The torch device; ``cuda`` without a visible GPU is a ConfigError."""
@@ -124,7 +137,8 @@ class Runtime:
         """What a run's record carries about how it computed (MLflow tags, benchmark)."""
         device = self.torch_device()
         return {"torch_device": str(device), "update_path": self.update_path(device),
-                "torch_threads": str(torch.get_num_threads()), **precision()}
+                "torch_threads": str(torch.get_num_threads()),
+                **({"cuda_wait": self.wait} if device.type == "cuda" else {}), **precision()}
 
 
 def full_fp32() -> None:

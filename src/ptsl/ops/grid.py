@@ -57,7 +57,7 @@ TRAINING_GROUPS = ("train", "train_ptsl")
 # The stage that evaluates a training stage's run: its worker runs it next, in the same workspace.
 EVALUATION_OF = {"train": "evaluate", "train_ptsl": "evaluate_ptsl"}
 # Variables a worker's stage must see as the head sees them (a cluster node has its own env).
-FORWARDED_ENV = ("PTSL_DEVICE", "PTSL_GRAPH", "PTSL_VECTOR", TRACKING_ENV)
+FORWARDED_ENV = ("PTSL_DEVICE", "PTSL_GRAPH", "PTSL_VECTOR", "PTSL_CUDA_WAIT", TRACKING_ENV)
 # MPS serves at most 48 client processes per GPU (Volta and later; NVIDIA's MPS guide), so
 # under --mps a run takes at least 1/48 of a GPU, rounded up to Ray's 4 decimals.
 MPS_MAX_CLIENTS = 48

@@ -79,6 +79,19 @@ class Actor(nn.Module):
         return mu, log_std
 
 
+def to_host(t: torch.Tensor, blocking: bool) -> torch.Tensor:
+    """``t`` copied to the host. On CUDA with ``blocking`` the thread first sleeps until the
+    device has done the work queued before (an event made with ``cudaEventBlockingSync``)
+    instead of polling for it, as a copy's own wait does, holding a core meanwhile: runs sharing
+    a GPU wait most of the time, and their polling takes the cores their environments need
+    (``PTSL_CUDA_WAIT``, :mod:`ptsl.core.runtime`). Only when the copy happens changes."""
+    if blocking and t.device.type == "cuda":
+        done = torch.cuda.Event(blocking=True)
+        done.record()
+        done.synchronize()
+    return t.cpu()
+
+
 def squashed_sample(mu: torch.Tensor, log_std: torch.Tensor, generator: torch.Generator | None,
                     with_log_prob: bool = True) -> tuple[torch.Tensor, torch.Tensor | None]:
     """Reparameterised tanh-Gaussian sample and its log-probability (mtrl ``actor.py``);
@@ -142,19 +155,21 @@ GUARDED_LOSSES = ("critic_loss",)
 
 
 def check_losses(history: Sequence[tuple[int, Mapping[str, torch.Tensor]]],
-                 guard: float) -> dict[str, float]:
+                 guard: float, blocking: bool = False) -> dict[str, float]:
     """Check the losses of recent updates and return their means on the host.
 
     ``history`` holds ``(step, losses)`` pairs in order. Raises :class:`TrainingDiverged` naming
     the first step and loss that is not finite or, for the critic loss, exceeds ``guard``. All
     values are read in one transfer, so calling this every N updates costs one device
-    synchronisation per N updates instead of several per update.
+    synchronisation per N updates instead of several per update (``blocking``: see
+    :func:`to_host`).
     """
     if not history:
         return {}
     names = list(history[0][1])
     values = torch.stack([torch.stack([losses[n].detach().float() for n in names])
-                          for _, losses in history]).cpu()
+                          for _, losses in history])
+    values = to_host(values, blocking)
     limits = torch.tensor([guard if n in GUARDED_LOSSES else math.inf for n in names])
     bad = ~torch.isfinite(values) | (values > limits)
     if bool(bad.any()):
@@ -201,6 +216,9 @@ class MultiTaskSAC(nn.Module):
         #: first update.
         self.adam_options: dict[str, bool] = {"fused": True, "capturable": False}
         self._optimizers: dict[str, Adam] | None = None
+        #: On CUDA, whether a result read on the host waits asleep (:func:`to_host`); the
+        #: training loop sets it from ``PTSL_CUDA_WAIT``.
+        self.blocking_wait = False
         #: Counts :meth:`load_training_state` calls: a captured update made before a load would
         #: keep updating the replaced optimizer moments, so it re-captures when this changes.
         self.state_version = 0
@@ -272,7 +290,7 @@ class MultiTaskSAC(nn.Module):
             mu, log_std = self.actor(obs_t, task_i, self.encode_task(task_i))
             action = torch.tanh(mu) if deterministic else \
                 squashed_sample(mu, log_std, self.generator, with_log_prob=False)[0]
-        out = action.cpu().numpy()
+        out = to_host(action, self.blocking_wait).numpy()
         return out[0] if single else out
 
     def update(self, batch: Batch) -> dict[str, torch.Tensor]:

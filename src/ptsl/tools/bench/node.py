@@ -172,6 +172,7 @@ def measure_node(params_path: str, rows: dict[str, tuple[str, str]], runtime: An
             "cores": cores, "busy_cores": busy, "gpu_busy": gpu_busy,
             "limit": limit(gpu_busy, busy, cores), "mps_note": mps_note,
             "vector": runtime.vector_mode(num_tasks("mt10")), "threads": runtime.threads,
+            "cuda_wait": runtime.wait if cuda else None,
             "groups": "not measured: seed groups do not exist yet"}
 
 
