@@ -95,3 +95,23 @@ def test_a_broken_table_is_refused_naming_it(tmp_path):
                                                r"unreadable \(no columns step and run\)"):
         read_rows(csv)
     assert read_rows(tmp_path / "none.csv") is None
+
+
+def test_a_checkpoint_name_read_back_as_resume_checkpoints_writes_it(tmp_path):
+    """The parser in core reads the names ResumeCheckpoints writes (a dashed experiment name
+    too), and nothing else."""
+    from ptsl.core.config import EnvConfig, ExperimentConfig, RunConfig, SACConfig, TrainConfig
+    from ptsl.core.persistence import ResumeCheckpoints, parse_checkpoint_name
+
+    cfg = RunConfig(name="mt10-care_ptsl_w104", seed=7,
+                    experiment=ExperimentConfig(benchmark="mt10", method="care", hidden_dim=16,
+                                                num_layers=2),
+                    env=EnvConfig(), sac=SACConfig(),
+                    train=TrainConfig(steps=10, eval_every=10, checkpoint_every=10))
+    ResumeCheckpoints(tmp_path, cfg).save(30_600, {"x": 1})
+    (path,) = tmp_path.glob("*.pt")
+    name = parse_checkpoint_name(path.name)
+    assert (name.experiment, name.seed, name.config_key, name.step) == \
+        ("mt10-care_ptsl_w104", 7, cfg.key(), 30_600)
+    assert parse_checkpoint_name(path.name + ".sha256") is None
+    assert parse_checkpoint_name("mt10_care-1-notakey-000000001.pt") is None

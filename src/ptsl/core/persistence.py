@@ -17,7 +17,9 @@ import functools
 import hashlib
 import io
 import json
+import re
 import sys
+from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any, Mapping
@@ -223,6 +225,29 @@ def checkpoint_device(state: Mapping[str, Any]) -> str:
         return str(state["device"])
     cpu_state = torch.Generator().get_state().numel()
     return "cpu" if state["agent"]["generator"].numel() == cpu_state else "cuda"
+
+
+@dataclass(frozen=True)
+class CheckpointName:
+    """What a resume checkpoint's file name says (:class:`ResumeCheckpoints` names them)."""
+
+    experiment: str
+    seed: int
+    config_key: str
+    step: int
+
+
+#: ``<exp>-<seed>-<config key>-<step>.pt``: the experiment name may hold dashes.
+_CHECKPOINT_NAME = re.compile(
+    r"^(?P<exp>.+)-(?P<seed>\d+)-(?P<key>[0-9a-f]{16})-(?P<step>\d{9})\.pt$")
+
+
+def parse_checkpoint_name(name: str) -> CheckpointName | None:
+    """The fields of a resume checkpoint's file name, or None for any other name (for tools
+    that read a running study's checkpoints from outside it)."""
+    m = _CHECKPOINT_NAME.match(name)
+    return None if m is None else CheckpointName(m["exp"], int(m["seed"]), m["key"],
+                                                 int(m["step"]))
 
 
 class ResumeCheckpoints:

@@ -23,7 +23,6 @@ can stop and start with the study.
 from __future__ import annotations
 
 import io
-import re
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -36,18 +35,18 @@ from ..core.files import write_atomic
 
 CSV_NAME = "branches_along.csv"
 FIGURE_NAME = "branches_along.png"
-#: ``<exp>-<seed>-<config key>-<step>.pt``: the experiment name may hold dashes.
-CHECKPOINT = re.compile(r"^(?P<exp>.+)-(?P<seed>\d+)-(?P<key>[0-9a-f]{16})-(?P<step>\d{9})\.pt$")
 
 
 def checkpoints(resume_dir: Path) -> list[tuple[str, int, int, Path]]:
     """``(experiment, seed, step, path)`` of every complete checkpoint in ``resume_dir`` (its
     checksum file beside it), by name."""
+    from ..core.persistence import parse_checkpoint_name
+
     found = []
     for path in sorted(Path(resume_dir).glob("*.pt")):
-        m = CHECKPOINT.match(path.name)
-        if m and path.with_name(path.name + ".sha256").is_file():
-            found.append((m["exp"], int(m["seed"]), int(m["step"]), path))
+        name = parse_checkpoint_name(path.name)
+        if name and path.with_name(path.name + ".sha256").is_file():
+            found.append((name.experiment, name.seed, name.step, path))
     return found
 
 
