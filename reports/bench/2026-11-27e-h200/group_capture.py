@@ -37,6 +37,8 @@ TASKS = tuple(f"t{i}" for i in range(T))
 B = PAPER_BATCH if GRAPH else 128
 ROWS = BUFFER_ROWS if GRAPH else 2000
 PARAMS = load_params("params.yaml")
+#: HAND=1: the group's update written by hand over the stacked weights instead of vmapped.
+HAND = __import__("os").environ.get("HAND") == "1"
 torch.set_num_threads(1)
 
 
@@ -160,6 +162,94 @@ class Group:
             torch._foreach_lerp_([self.pt[k] for k in qk], [self.pc[k] for k in qk], sac.tau)
 
 
+class GLinear(torch.autograd.Function):
+    """y[s] = x[s] W[s]^T + b[s] for every seed: one batched product, one per seed where a side
+    is 1 (the rule that keeps each seed's bits on CPU, ``../2026-11-27g-cpu-group/``)."""
+
+    @staticmethod
+    def forward(ctx, x, w, b):
+        ctx.save_for_backward(x, w)
+        if 1 in (w.shape[1], w.shape[2]):
+            return torch.stack([F.linear(x[s], w[s], b[s]) for s in range(x.shape[0])])
+        return torch.baddbmm(b.unsqueeze(1), x, w.transpose(1, 2))
+
+    @staticmethod
+    def backward(ctx, g):
+        x, w = ctx.saved_tensors
+        n = x.shape[0]
+        if 1 in (w.shape[1], w.shape[2]):
+            gx = torch.stack([g[s].mm(w[s]) for s in range(n)])
+            gw = torch.stack([x[s].t().mm(g[s]).t() for s in range(n)])
+        else:
+            gx = torch.bmm(g, w)
+            gw = torch.bmm(x.transpose(1, 2), g).transpose(1, 2)
+        return gx, gw, g.sum(1)
+
+
+class HandGroup(Group):
+    """The same group with the update written by hand over the stacked weights (no vmap), as
+    the CPU probe that keeps every seed's bits does (MT-SAC only)."""
+
+    def mlp(self, p, prefix, x):
+        n = sum(1 for k in p if k.startswith(prefix) and k.endswith("weight"))
+        for i in range(n):
+            x = GLinear.apply(x, p[f"{prefix}.{2 * i}.weight"], p[f"{prefix}.{2 * i}.bias"])
+            if i < n - 1:
+                x = torch.relu(x)
+        return x
+
+    def actor(self, x):
+        mu, raw = self.mlp(self.pa, "trunk.net", x).chunk(2, dim=-1)
+        lo, hi = self.a0.actor.log_std_min, self.a0.actor.log_std_max
+        return mu, lo + 0.5 * (hi - lo) * (torch.tanh(raw) + 1)
+
+    def q(self, p, x, a):
+        h = torch.cat([x, a], dim=-1)
+        return self.mlp(p, "q1.net", h), self.mlp(p, "q2.net", h)
+
+    def alpha_rows(self, ids):
+        """Each row's temperature, gathered from the per-task table broadcast to every row (the
+        static, deterministic selection of ``ptsl.core.cuda.task_index``)."""
+        table = self.la.exp().unsqueeze(1).expand(self.S, ids.shape[1], self.la.shape[1])
+        return table.gather(2, ids.unsqueeze(-1))
+
+    def step(self) -> None:
+        sac, S = self.sac, self.S
+        for s, smp in enumerate(self.samplers):
+            smp.draw(self.idx[s])
+        rows = torch.gather(self.data, 1, self.idx.unsqueeze(-1).expand(S, B, self.data.shape[-1]))
+        f = self.fields(rows.view(S * B, -1))
+        view = lambda x: x.reshape(S, B, *x.shape[1:])
+        obs, act, rew, nobs, nd, ids = map(view, (f.obs, f.action, f.reward, f.next_obs,
+                                                  f.not_done, f.task))
+        with torch.no_grad():
+            mu, ls = self.actor(nobs)
+            n1 = torch.stack([torch.randn(B, ACTION_DIM, generator=g, device=DEV) for g in self.agen])
+            na, nlp = self.squash(mu, ls, n1)
+            tq1, tq2 = self.q(self.pt, nobs, na)
+            tq = rew + nd * sac.discount * (torch.min(tq1, tq2) - self.alpha_rows(ids) * nlp)
+        q1, q2 = self.q(self.pc, obs, act)
+        cl = (q1 - tq).pow(2).mean((1, 2)) + (q2 - tq).pow(2).mean((1, 2))
+        self.o_critic.zero_grad(set_to_none=True)
+        cl.sum().backward(inputs=list(self.pc.values()))
+        self.o_critic.step()
+        mu, ls = self.actor(obs)
+        n2 = torch.stack([torch.randn(B, ACTION_DIM, generator=g, device=DEV) for g in self.agen])
+        action, log_pi = self.squash(mu, ls, n2)
+        aq1, aq2 = self.q({k: v.detach() for k, v in self.pc.items()}, obs, action)
+        alpha = self.alpha_rows(ids)
+        al = (alpha.detach() * log_pi - torch.min(aq1, aq2)).mean((1, 2)) \
+            + (alpha * (-log_pi - self.a0.target_entropy).detach()).mean((1, 2))
+        self.o_actor.zero_grad(set_to_none=True)
+        self.o_alpha.zero_grad(set_to_none=True)
+        al.sum().backward(inputs=[*(self.pa[k] for k in self.actor_keys), self.la])
+        self.o_actor.step()
+        self.o_alpha.step()
+        with torch.no_grad():
+            qk = [k for k in self.pt if k.startswith(("q1.", "q2."))]
+            torch._foreach_lerp_([self.pt[k] for k in qk], [self.pc[k] for k in qk], sac.tau)
+
+
 def runner(group: Group):
     """The group's step, captured after three eager ones on CUDA (as the loop's update is)."""
     if not GRAPH:
@@ -184,10 +274,11 @@ def timed(fn, n):
 
 def main() -> None:
     print(f"{EXP} on {DEV} ({torch.cuda.get_device_name() if GRAPH else 'cpu'}), torch "
-          f"{torch.__version__}, batch {B}, captured {GRAPH}", flush=True)
+          f"{torch.__version__}, batch {B}, captured {GRAPH}, group "
+          f"{'by hand' if HAND else 'vmapped'}", flush=True)
     for S in SIZES:
         al = alone(S)
-        gr = Group(S)
+        gr = HandGroup(S) if HAND else Group(S)
         go = runner(gr)
         warm = 4  # alone: three eager updates and the capture happen here
         for _ in range(warm):
