@@ -60,6 +60,12 @@ def _study(study: dict[str, Any]) -> None:
               f"{r['update_ms']:>10.1f} {r['collection_ms']:>14.1f} {r['floor_ms']:>9.1f} "
               f"{r['loop_over_floor']:>10.2f}")
     print("  floor = collection (act, step, store) + the update's matrix FLOPs at the GEMM rate")
+    for name, r in study["rows"].items():
+        if "group_update_ms_per_seed" in r:
+            print(f"  {name}: a group of {r['group_seeds']} seeds updates in "
+                  f"{r['group_update_ms_per_seed']:.1f} ms per seed ({r['group_update_speedup']:.2f}x "
+                  f"one seed's update); its loop would be {r['group_loop_over_floor_estimate']:.2f}x "
+                  "the floor (estimate, the same collection)")
 
 
 def _loop(loop: dict[str, Any]) -> None:

@@ -1,13 +1,61 @@
-"""The layers the methods are built from, and the reference initialisation rule: the plain MLP
-(mtrl ``build_mlp``, ``weight_init``), the identity encoder, and the batched expert Linear
-(mtrl ``moe_layer.Linear``) of Soft Modularization's modules and CARE's encoders."""
+"""The layers the methods are built from, and the reference initialisation rule: the Linear layer
+(``nn.Linear``'s, which also keeps each seed's bits in a seed group), the plain MLP (mtrl
+``build_mlp``, ``weight_init``), the identity encoder, and the batched expert Linear (mtrl
+``moe_layer.Linear``) of Soft Modularization's modules and CARE's encoders."""
 
 from __future__ import annotations
 
 import torch
-from torch import nn
+import torch.nn.functional as F
+from torch import Tensor, nn
+from torch._C._functorch import (_add_batch_dim, _unwrap_batched, is_batchedtensor,
+                                  maybe_get_level)
 
 from .task_index import TaskIndex
+
+
+def _physical(t: Tensor, level: int, n: int) -> Tensor:
+    """``t``'s tensor under ``vmap`` at ``level`` with the seed axis first (expanded when ``t``
+    is the same for every seed)."""
+    if is_batchedtensor(t) and maybe_get_level(t) == level:
+        value, dim = _unwrap_batched(t, level)
+        return value.movedim(dim, 0)
+    return t.expand(n, *t.shape)
+
+
+def linear(x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
+    """``F.linear(x, weight, bias)``, also under a seed group's ``vmap``
+    (:mod:`ptsl.core.agent.group`) with each seed's bits.
+
+    One run calls ``F.linear`` itself: the same operations, hence the same bits, as
+    ``nn.Linear``. Under ``vmap`` (weights stacked on a seed axis, a 2-D input per seed, a bias)
+    torch's own rule for ``linear`` multiplies in another order than a seed's own product, so
+    the product is made here on the batched tensors' values: one ``baddbmm`` for all seeds,
+    whose batched kernel sums as one seed's ``addmm`` does, and one product per seed where a
+    side is 1 (a Q head: matrix-vector kernels sum in another order when batched). Autograd
+    records these products, and their gradients have each seed's bits too
+    (tests/unit/test_group.py).
+    """
+    if bias is None or x.dim() != 2 or not (is_batchedtensor(weight) or is_batchedtensor(x)):
+        return F.linear(x, weight, bias)
+    level = max(maybe_get_level(t) for t in (x, weight, bias) if is_batchedtensor(t))
+    value, dim = next(_unwrap_batched(t, level) for t in (x, weight, bias)
+                      if is_batchedtensor(t) and maybe_get_level(t) == level)
+    n = value.shape[dim]
+    xs, ws, bs = (_physical(t, level, n) for t in (x, weight, bias))
+    if 1 in (xs.shape[1], ws.shape[1], ws.shape[2]):
+        y = torch.stack([F.linear(xs[s], ws[s], bs[s]) for s in range(n)])
+    else:
+        y = torch.baddbmm(bs.unsqueeze(1), xs, ws.transpose(1, 2))
+    return _add_batch_dim(y, 0, level)
+
+
+class Linear(nn.Linear):
+    """``nn.Linear`` (same parameters, state dict and initialisation) whose product keeps each
+    seed's bits in a seed group (:func:`linear`)."""
+
+    def forward(self, x: Tensor) -> Tensor:
+        return linear(x, self.weight, self.bias)
 
 
 def build_mlp(in_dim: int, hidden_dim: int, out_dim: int, num_layers: int) -> nn.Sequential:
@@ -17,12 +65,12 @@ def build_mlp(in_dim: int, hidden_dim: int, out_dim: int, num_layers: int) -> nn
     ``num_layers + 1`` Linear layers; ``num_layers == 0`` is a single Linear.
     """
     if num_layers == 0:
-        return nn.Sequential(nn.Linear(in_dim, out_dim))
+        return nn.Sequential(Linear(in_dim, out_dim))
     # ReLUs in place: only the ReLU reads its Linear's output, so no activation is allocated twice.
-    layers: list[nn.Module] = [nn.Linear(in_dim, hidden_dim), nn.ReLU(inplace=True)]
+    layers: list[nn.Module] = [Linear(in_dim, hidden_dim), nn.ReLU(inplace=True)]
     for _ in range(num_layers - 1):
-        layers += [nn.Linear(hidden_dim, hidden_dim), nn.ReLU(inplace=True)]
-    layers.append(nn.Linear(hidden_dim, out_dim))
+        layers += [Linear(hidden_dim, hidden_dim), nn.ReLU(inplace=True)]
+    layers.append(Linear(hidden_dim, out_dim))
     return nn.Sequential(*layers)
 
 

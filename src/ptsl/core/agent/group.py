@@ -1,0 +1,167 @@
+"""A seed group: several seeds of one experiment updated as one, each seed's bits as if alone.
+
+Every seed keeps its own agent (weights, optimisers, temperatures, generator): checkpoints,
+evaluation and saved models are the agent's own, as in a run of that seed alone. Only the
+update is shared: the losses of :mod:`ptsl.core.agent.sac` (:func:`critic_loss`,
+:func:`actor_losses`, one copy of the maths) run once for all seeds under ``torch.func.vmap``
+over the seeds' weights stacked on a leading axis, and one backward gives every seed's
+gradients; each agent then takes its own optimiser steps and target update on its slice.
+
+Why each seed keeps its bits (tests/unit/test_group.py compares every tensor with the seeds'
+own updates):
+
+- the products go through :func:`ptsl.core.agent.nets.mlp.linear`, whose batched form
+  sums as one seed's product does;
+- the element-wise operations meet each seed's elements in the same vector loop as alone, and
+  the reductions (means, sums over a row) run per seed's slice in the same order;
+- Adam and the target update run on each agent's own tensors, so the kernels see one seed's
+  element count (a stacked tensor would move elements between a vector loop's body and tail);
+  each gradient is handed over in its parameter's layout, as autograd hands one seed's over
+  (the batched product's weight gradient comes out transposed, and fused Adam walks memory);
+- each seed's noise comes from its own generator in the order its update draws it.
+
+A method whose networks select per task with host-side counts (PTSL's task layers) or whose
+layers have no batched form here cannot be grouped yet: :func:`groupable` says which, and such a
+method's seeds update one after another (the same bits, no gain).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+from torch.func import functional_call, vmap
+
+from .buffer import Batch
+from .sac import LossNets, MultiTaskSAC, actor_losses, critic_loss, one_cpu_thread, update_losses
+
+#: Methods whose update a group runs as one (each tested seed by seed against its own update).
+GROUPED_METHODS = frozenset({"mtsac"})
+
+
+def groupable(method: str) -> bool:
+    """Whether seeds of ``method`` update as one (else one after another, the same bits)."""
+    return method in GROUPED_METHODS
+
+
+def _stack(module: torch.nn.Module | None, agents: Sequence[MultiTaskSAC], attr: str,
+           grad: bool) -> tuple[dict, dict]:
+    """The parameters and buffers of every agent's ``attr`` module stacked on a leading seed
+    axis (copies; leaves that require grad when ``grad``)."""
+    if module is None:
+        return {}, {}
+    mods = [getattr(a, attr) for a in agents]
+    params = {n: torch.stack([dict(m.named_parameters())[n].detach() for m in mods])
+              .requires_grad_(grad) for n, _ in module.named_parameters()}
+    buffers = {n: torch.stack([dict(m.named_buffers())[n] for m in mods])
+               for n, _ in module.named_buffers()}
+    return params, buffers
+
+
+def _update_settings(meta: dict) -> dict:
+    """What an agent's update depends on besides its seed: its experiment, SAC settings, sizes
+    and tasks (not the training schedule or the environment's settings)."""
+    config = meta.get("config", {})
+    return {**{k: v for k, v in meta.items() if k != "config"},
+            "experiment": config.get("experiment"), "sac": config.get("sac")}
+
+
+class SeedGroup:
+    """The agents of several seeds of one experiment, updated as one (module docstring)."""
+
+    def __init__(self, agents: Sequence[MultiTaskSAC]) -> None:
+        if not agents:
+            raise ValueError("a seed group needs at least one agent")
+        self.agents = list(agents)
+        first = self.agents[0]
+        for a in self.agents[1:]:
+            if _update_settings(a.meta) != _update_settings(first.meta):
+                raise ValueError("a seed group's agents must share their experiment: the same "
+                                 "method, sizes, SAC settings and tasks")
+        self.template = first
+        #: Whether the update runs as one for all seeds (:func:`groupable`); if not, each
+        #: agent updates alone in turn.
+        self.batched = groupable(first.meta.get("config", {}).get("experiment", {})
+                                 .get("method", ""))
+
+    def update(self, batches: Sequence[Batch]) -> list[dict[str, torch.Tensor]]:
+        """One update of every seed on its own batch; each seed's losses, as its
+        :meth:`MultiTaskSAC.update` returns them."""
+        if len(batches) != len(self.agents):
+            raise ValueError(f"{len(self.agents)} seeds but {len(batches)} batches")
+        if not self.batched:
+            return [a.update(b) for a, b in zip(self.agents, batches)]
+        with one_cpu_thread(self.template.device):
+            return self._update(batches)
+
+    def _nets(self, actor, critic, target, encoder, log_alpha) -> LossNets:
+        t = self.template
+
+        def call(module, state):
+            return lambda *args, **kwargs: functional_call(module, state, args, kwargs)
+
+        return LossNets(actor=call(t.actor, actor), critic=call(t.critic, critic),
+                        critic_target=call(t.critic_target, target),
+                        task_encoder=None if t.task_encoder is None else
+                        call(t.task_encoder, encoder), log_alpha=log_alpha)
+
+    def _update(self, batches: Sequence[Batch]) -> list[dict[str, torch.Tensor]]:
+        agents, t = self.agents, self.template
+        sac, rows = t.sac, batches[0].obs.shape[0]
+        noise = [a.draw_noise(rows) for a in agents]
+        fields = {f: torch.stack([getattr(b, f) for b in batches])
+                  for f in ("obs", "action", "reward", "next_obs", "not_done", "task")}
+        num_tasks, task_index = t.num_tasks, t.task_index
+
+        # The critic's step: every module as it is now.
+        actor = _stack(t.actor, agents, "actor", grad=False)
+        critic = _stack(t.critic, agents, "critic", grad=True)
+        target = _stack(t.critic_target, agents, "critic_target", grad=False)
+        encoder = _stack(t.task_encoder, agents, "task_encoder", grad=True)
+        log_alpha = torch.stack([a.log_alpha.detach() for a in agents])
+
+        def critic_fn(actor, critic, target, encoder, log_alpha, batch, noise):
+            task = task_index(batch["task"], num_tasks)
+            nets = self._nets(actor, critic, target, encoder, log_alpha)
+            return critic_loss(nets, Batch(**batch), task, noise, sac)
+
+        enc_dim = None if t.task_encoder is None else 0  # no task encoding: None, not batched
+        c_loss, enc_nograd = vmap(critic_fn, out_dims=(0, enc_dim))(actor, critic, target, encoder, log_alpha, fields,
+                                             torch.stack([n[0] for n in noise]))
+        trained = [*critic[0].values(), *encoder[0].values()]
+        grads = torch.autograd.grad(c_loss.sum(), trained)
+        names = [("critic", n) for n in critic[0]] + [("task_encoder", n) for n in encoder[0]]
+        for s, a in enumerate(agents):
+            for (attr, name), g in zip(names, grads):
+                dict(getattr(a, attr).named_parameters())[name].grad = g[s].contiguous()
+            a.critic_opt.step()
+
+        # The actor's and temperatures' step: the critic as its step left it.
+        actor = _stack(t.actor, agents, "actor", grad=True)
+        critic = _stack(t.critic, agents, "critic", grad=False)
+        log_alpha = log_alpha.clone().requires_grad_(True)
+
+        def actor_fn(actor, critic, log_alpha, batch, enc_nograd, noise):
+            task = task_index(batch["task"], num_tasks)
+            nets = self._nets(actor, critic, None, None, log_alpha)
+            return actor_losses(nets, Batch(**batch), task, enc_nograd, noise, t.target_entropy)
+
+        a_loss, alpha_loss, log_pi = vmap(actor_fn, in_dims=(0, 0, 0, 0, enc_dim, 0))(actor, critic, log_alpha, fields, enc_nograd,
+                                                   torch.stack([n[1] for n in noise]))
+        owned = {id(p) for p in t._actor_params}
+        actor_names = [n for n, p in t.actor.named_parameters() if id(p) in owned]
+        grads = torch.autograd.grad((a_loss + alpha_loss).sum(),
+                                    [*(actor[0][n] for n in actor_names), log_alpha])
+        out = []
+        for s, a in enumerate(agents):
+            params = dict(a.actor.named_parameters())
+            for name, g in zip(actor_names, grads):
+                params[name].grad = g[s].contiguous()
+            a.log_alpha.grad = grads[-1][s].contiguous()
+            a.actor_opt.step()
+            a.alpha_opt.step()
+            a.finish_update()
+            with torch.no_grad():
+                out.append(update_losses(c_loss[s], a_loss[s], alpha_loss[s], a.log_alpha,
+                                         log_pi[s]))
+        return out

@@ -1,0 +1,84 @@
+"""A seed group's update gives every seed the bits of its own update (ptsl.core.agent.group):
+every parameter, optimiser moment, temperature, generator state and loss of each seed, compared
+with the same seed's agent updated alone on the same batches."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from ptsl.core.agent.buffer import Batch
+from ptsl.core.agent.builders import Shapes, build_agent
+from ptsl.core.agent.group import SeedGroup, groupable
+from ptsl.core.benchmarks import benchmark_tasks
+from ptsl.ops.params import load_params, run_config
+
+from ..conftest import ROOT
+from ..helpers import assert_same_training_state
+
+TASKS = benchmark_tasks("mt10")
+
+
+def _agents(experiment: str, seeds: list[int], params_file: str, batch: int, **changes):
+    params = load_params(ROOT / params_file)
+    out = []
+    for seed in seeds:
+        cfg = run_config(params, experiment, seed)
+        cfg = cfg.model_copy(update={"sac": cfg.sac.model_copy(update={"batch_size": batch}),
+                                     "experiment": cfg.experiment.model_copy(update=changes)})
+        out.append(build_agent(cfg, Shapes(39, 4, len(TASKS)), TASKS))
+    return out
+
+
+def _batches(seeds: int, rows: int, updates: int) -> list[list[Batch]]:
+    g = torch.Generator().manual_seed(11)
+
+    def one() -> Batch:
+        return Batch(obs=torch.randn(rows, 39, generator=g),
+                     action=torch.rand(rows, 4, generator=g) * 2 - 1,
+                     reward=torch.randn(rows, 1, generator=g),
+                     next_obs=torch.randn(rows, 39, generator=g),
+                     not_done=(torch.rand(rows, 1, generator=g) > 0.1).float(),
+                     task=torch.randint(0, len(TASKS), (rows,), generator=g))
+
+    return [[one() for _ in range(seeds)] for _ in range(updates)]
+
+
+@pytest.mark.parametrize("experiment, seeds, batch, threads, updates, changes", [
+    ("mt10_mtsac", [1], 128, 1, 4, {}),
+    ("mt10_mtsac", [1, 2, 3], 128, 2, 6, {}),
+    ("mt10_mtsac", [3, 1, 4, 2, 5], 128, 1, 6, {}),
+    ("mt10_mtsac", [2, 7], 1280, 2, 3, {}),
+    ("mt10_mtsac", [1, 2], 128, 2, 4, {"task_onehot": True}),
+    # not batched (each seed updates alone in turn): the same bits by construction, checked
+    ("mt10_care_ptsl", [1, 2], 128, 1, 2, {}),
+])
+def test_a_group_gives_every_seed_its_own_bits(experiment, seeds, batch, threads, updates,
+                                               changes):
+    torch.set_num_threads(threads)
+    try:
+        alone = _agents(experiment, seeds, "studies/mt10-cpu/params.yaml", batch, **changes)
+        group = SeedGroup(_agents(experiment, seeds, "studies/mt10-cpu/params.yaml", batch,
+                                  **changes))
+        assert group.batched == groupable(alone[0].meta["config"]["experiment"]["method"])
+        for step in _batches(len(seeds), batch, updates):
+            own = [a.update(b) for a, b in zip(alone, step)]
+            shared = group.update(step)
+            for mine, theirs in zip(own, shared):
+                assert {k: v.item() for k, v in mine.items()} == \
+                    {k: v.item() for k, v in theirs.items()}
+        for a, b in zip(alone, group.agents):
+            assert_same_training_state(a.training_state(), b.training_state())
+            assert torch.equal(a.generator.get_state(), b.generator.get_state())
+    finally:
+        torch.set_num_threads(1)
+
+
+def test_a_group_needs_matching_agents():
+    a = _agents("mt10_mtsac", [1], "studies/mt10-cpu/params.yaml", 128)
+    b = _agents("mt10_care", [1], "studies/mt10-cpu/params.yaml", 128)
+    with pytest.raises(ValueError, match="share their experiment"):
+        SeedGroup(a + b)
+    with pytest.raises(ValueError, match="2 batches"):
+        SeedGroup(a).update(_batches(2, 8, 1)[0])
+    assert groupable("mtsac") and not groupable("care_ptsl")
