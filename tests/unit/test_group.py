@@ -82,3 +82,80 @@ def test_a_group_needs_matching_agents():
     with pytest.raises(ValueError, match="2 batches"):
         SeedGroup(a).update(_batches(2, 8, 1)[0])
     assert groupable("mtsac") and not groupable("care_ptsl")
+
+
+def _tiny(seed: int, method: str = "mtsac", steps: int = 80):
+    from ptsl.core.config import EnvConfig, ExperimentConfig, RunConfig, SACConfig, TrainConfig
+
+    return RunConfig(name="tiny", seed=seed,
+                     experiment=ExperimentConfig(benchmark="mt10", method=method, hidden_dim=32,
+                                                 num_layers=2),
+                     env=EnvConfig(episode_length=20), sac=SACConfig(batch_size=64, init_steps=20),
+                     train=TrainConfig(steps=steps, eval_every=40, checkpoint_every=40))
+
+
+def _written(cfg, result, folder):
+    from ptsl.core.loop import write_outputs
+
+    write_outputs(cfg, result, folder)
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir())}
+
+
+@pytest.mark.parametrize("method, seeds, batched", [("mtsac", [1, 2, 3], True),
+                                                     ("mtsac", [2, 1], False),
+                                                     ("care", [2, 1], True)])
+def test_seeds_trained_side_by_side_write_what_each_writes_alone(method, seeds, batched,
+                                                                 task_cache, tmp_path):
+    """train_group: every seed's model.pt, curve.csv and summary.json byte for byte as its own
+    train() writes them (MT-SAC's updates batched or in turn; CARE's seeds update in turn)."""
+    from ptsl.core.loop import train, train_group
+    from ptsl.core.runtime import Runtime
+
+    runtime = Runtime(device="cpu", vector="sync")
+    cfgs = [_tiny(s, method) for s in seeds]
+    together = train_group(cfgs, task_cache=task_cache, progress=False, runtime=runtime,
+                           batch_updates=batched)
+    for cfg, result in zip(cfgs, together):
+        alone = train(cfg, task_cache=task_cache, progress=False, runtime=runtime)
+        assert _written(cfg, result, tmp_path / f"g{cfg.seed}") == \
+            _written(cfg, alone, tmp_path / f"a{cfg.seed}")
+
+
+def test_a_group_resumes_seeds_from_checkpoints_of_different_steps(task_cache, tmp_path):
+    """Seed 1 stopped after its step-40 checkpoint, seed 2 never started: the group resumes
+    seed 1, runs seed 2 alone up to step 40, then both side by side; each ends as it would
+    uninterrupted."""
+    from ptsl.core.loop import train, train_group
+    from ptsl.core.runtime import Runtime
+
+    runtime = Runtime(device="cpu", vector="sync")
+    cfgs = [_tiny(1), _tiny(2)]
+    scratch = tmp_path / "resume"
+
+    class Stop(Exception):
+        pass
+
+    def stop_at_50(done: int) -> None:
+        if done == 50:
+            raise Stop
+
+    with pytest.raises(Stop):
+        train(cfgs[0], scratch_dir=scratch, task_cache=task_cache, progress=False,
+              runtime=runtime, on_step=stop_at_50)
+    together = train_group(cfgs, scratch_dir=scratch, task_cache=task_cache, progress=False,
+                           runtime=runtime, batch_updates=True)
+    assert [r.resumed_from for r in together] == [40, 0]
+    for cfg, result in zip(cfgs, together):
+        alone = train(cfg, task_cache=task_cache, progress=False, runtime=runtime)
+        assert _written(cfg, result, tmp_path / f"g{cfg.seed}") == \
+            _written(cfg, alone, tmp_path / f"a{cfg.seed}")
+    assert not list(scratch.glob("*.pt"))
+
+
+def test_a_group_refuses_runs_that_differ_in_more_than_their_seed(task_cache):
+    from ptsl.core.loop import train_group
+
+    with pytest.raises(ValueError, match="differs from tiny-1 in more than its seed"):
+        train_group([_tiny(1), _tiny(2, steps=120)], task_cache=task_cache, progress=False)
+    with pytest.raises(ValueError, match="a seed given twice"):
+        train_group([_tiny(1), _tiny(1)], task_cache=task_cache, progress=False)

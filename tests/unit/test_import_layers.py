@@ -298,16 +298,13 @@ cfg = RunConfig(name="t", seed=1, experiment=ExperimentConfig(benchmark="mt10", 
                 train=TrainConfig(steps=20, eval_every=20, checkpoint_every=20))
 tr = Training(cfg, Runtime(device="cpu", vector="sync"), Path({cache!r}),
               ResumeCheckpoints(None, cfg), NoLog())
-obs = tr.env.reset()
+tr.open(progress=False)
 
 def step(i):
-    action = tr.act(obs, i >= 3)
-    res = tr.update_while_stepping(i, action, i >= 3)
-    tr.collect(obs, action, res, i)
-    return res.obs
+    tr.run_steps(i, i + 1, None, None)
 
 for i in range(4):
-    obs = step(i)
+    step(i)
 root = str(Path(sys.modules["ptsl"].__file__).parent)
 files = set()
 
@@ -320,8 +317,7 @@ threading.setprofile(hook)
 step(4)
 sys.setprofile(None)
 threading.setprofile(None)
-tr.env.close()
-tr.eval_env.close()
+tr.close()
 print("ptsl.core.cuda" in sys.modules)
 print(" ".join(sorted(files)))
 """

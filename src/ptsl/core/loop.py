@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,7 +28,7 @@ import torch
 from tqdm import tqdm
 
 from . import faults
-from .agent.buffer import ReplayBuffer
+from .agent.buffer import Batch, ReplayBuffer
 from .agent.builders import Shapes, build_agent
 from .agent.sac import MultiTaskSAC, check_losses
 from .config import RunConfig
@@ -125,6 +125,7 @@ class Training:
         # transfer per episode_length updates), and before any checkpoint is written.
         self.losses: list[tuple[int, dict[str, torch.Tensor]]] = []
         self.start = self.last_checkpoint = 0
+        self.eval_interval = cfg.train.eval_interval
 
     def resume(self) -> None:
         """Continue from the newest checkpoint of this run and config, if there is one."""
@@ -148,33 +149,80 @@ class Training:
     def run(self, progress: bool, on_eval: Callable[[dict[str, float]], None] | None,
             on_step: Callable[[int], None] | None) -> None:
         """Train from :attr:`start` to ``train.steps`` vector steps."""
-        tc = self.cfg.train
-        bar = tqdm(total=tc.steps, initial=self.start, disable=not progress, unit="step",
-                   desc=f"{self.cfg.name}-{self.cfg.seed}", mininterval=2.0, dynamic_ncols=True)
+        self.open(progress)
         try:
-            # A resumed run's checkpoint was written after the episode's reset drew its goals.
-            obs = self.env.reset(keep_goals=self.start > 0)
-            for step in range(self.start, tc.steps):
-                if step % tc.eval_interval == 0:
-                    self.evaluate(step, on_eval, bar)
-                updating = step >= self.cfg.sac.init_steps
-                action = self.act(obs, updating)
-                result = self.update_while_stepping(step, action, updating)
-                self.collect(obs, action, result, step)
-                obs = result.obs
-                bar.update(1)
-                if on_step:
-                    on_step(step + 1)
-                if result.truncated:
-                    obs = self.end_episode(step + 1)
-            self.report_losses(tc.steps)  # a run that ends mid-episode is checked before saving
-            self.check_weights(tc.steps)
-            self.evaluate(tc.steps, on_eval, bar)
+            self.run_steps(self.start, self.cfg.train.steps, on_eval, on_step)
+            self.finish(on_eval)
         finally:
-            bar.close()
-            self.env.close()
-            self.eval_env.close()
-            self.log.flush()
+            self.close()
+
+    def open(self, progress: bool) -> None:
+        """The progress bar, and the first observations (a resumed run's checkpoint was written
+        after the episode's reset drew its goals)."""
+        tc = self.cfg.train
+        self.bar = tqdm(total=tc.steps, initial=self.start, disable=not progress, unit="step",
+                        desc=f"{self.cfg.name}-{self.cfg.seed}", mininterval=2.0,
+                        dynamic_ncols=True)
+        self.obs = self.env.reset(keep_goals=self.start > 0)
+
+    def run_steps(self, start: int, stop: int,
+                  on_eval: Callable[[dict[str, float]], None] | None,
+                  on_step: Callable[[int], None] | None) -> None:
+        """Vector steps ``start`` to ``stop``, each with its own updates."""
+        for step in range(start, stop):
+            if self.begin_step(step, on_eval):
+                for _ in range(self.updates_due(step)):
+                    self.losses.append((step, self.update()))
+                    faults.point("update")
+            self.end_step(step, on_step)
+
+    def begin_step(self, step: int, on_eval: Callable[[dict[str, float]], None] | None) -> bool:
+        """Evaluate when due, choose the action and start the environments' step; whether this
+        step updates. Only an update is worth overlapping with the step: the warm-up steps the
+        environments in this thread."""
+        if step % self.eval_interval == 0:
+            self.evaluate(step, on_eval, self.bar)
+        updating = step >= self.cfg.sac.init_steps
+        self.action = self.act(self.obs, updating)
+        if updating:
+            self.env.step_async(self.action)
+        else:
+            self.stepped = self.env.step(self.action)
+        self.updating = updating
+        return updating
+
+    def updates_due(self, step: int) -> int:
+        """Updates at an updating step: ``init_steps`` at the first, then one."""
+        sac = self.cfg.sac
+        return sac.init_steps if step == sac.init_steps else 1
+
+    def end_step(self, step: int, on_step: Callable[[int], None] | None) -> None:
+        """Finish the environments' step, store its transitions, end the episode when due."""
+        result = self.env.step_wait() if self.updating else self.stepped
+        if faults.nan_reward(step):
+            result.reward[:] = np.nan
+        self.collect(self.obs, self.action, result, step)
+        self.obs = result.obs
+        self.bar.update(1)
+        if on_step:
+            on_step(step + 1)
+        if result.truncated:
+            self.obs = self.end_episode(step + 1)
+
+    def finish(self, on_eval: Callable[[dict[str, float]], None] | None) -> None:
+        """After the last step: a run that ends mid-episode has its losses checked before it is
+        saved, every weight checked, and the final evaluation."""
+        steps = self.cfg.train.steps
+        self.report_losses(steps)
+        self.check_weights(steps)
+        self.evaluate(steps, on_eval, self.bar)
+
+    def close(self) -> None:
+        """The progress bar and the environments closed, the log flushed."""
+        self.bar.close()
+        self.env.close()
+        self.eval_env.close()
+        self.log.flush()
 
     # ------------------------------------------------------------------ the steps of the loop
 
@@ -205,27 +253,13 @@ class Training:
         faults.point("warmup")
         return action
 
-    def update_while_stepping(self, step: int, action: np.ndarray, updating: bool) -> StepResult:
-        """Step every task with ``action`` and run this step's updates meanwhile: ``init_steps``
-        updates at the first updating step, then one. Only an update is worth overlapping: the
-        warm-up steps the environments in this thread."""
-        if not updating:
-            result = self.env.step(action)
-        else:
-            self.env.step_async(action)
-            sac = self.cfg.sac
-            for _ in range(sac.init_steps if step == sac.init_steps else 1):
-                self.losses.append((step, self.update()))
-                faults.point("update")
-            result = self.env.step_wait()
-        if faults.nan_reward(step):
-            result.reward[:] = np.nan
-        return result
-
     def update_on_host(self) -> dict[str, torch.Tensor]:
         """One update on a batch the replay buffer draws on the host (the CPU path)."""
-        batch = self.buffer.sample(self.sizes.batch_size, self.rng, self.device)
-        return self.agent.update(batch)
+        return self.agent.update(self.sample_batch())
+
+    def sample_batch(self) -> Batch:
+        """The next update's batch, drawn on the host from the run's own generator."""
+        return self.buffer.sample(self.sizes.batch_size, self.rng, self.device)
 
     def collect(self, obs: np.ndarray, action: np.ndarray, result: StepResult,
                 step: int) -> None:
@@ -302,6 +336,83 @@ def train(cfg: RunConfig, *, scratch_dir: Path | None = None, task_cache: Path |
     return TrainResult(agent=agent, curve=Curve.frame(training.curve),
                        parameter_count=agent.parameter_count(),
                        wall_seconds=time.perf_counter() - t0, resumed_from=training.start)
+
+
+def train_group(cfgs: Sequence[RunConfig], *, scratch_dir: Path | None = None,
+                task_cache: Path | None = None, logs: Sequence[RunLog] | None = None,
+                progress: bool = True, runtime: Runtime | None = None,
+                keep_checkpoint: bool = False, batch_updates: bool = False
+                ) -> list[TrainResult]:
+    """Train several seeds of one experiment in this process, side by side: each seed's run
+    (environments, agent, replay buffer, generator, log, checkpoints) as :func:`train` makes it,
+    written exactly as that seed alone would write it, the seeds' updates made as one
+    (:class:`ptsl.core.agent.group.SeedGroup`, where the method batches).
+
+    The seeds step in lockstep: at every vector step each evaluates when due, acts and starts
+    its environments' step, then the seeds update, then each finishes its step. Seeds resumed
+    from checkpoints of different steps first run alone until they meet. ``cfgs`` must differ
+    in their seed only.
+
+    ``batch_updates``: the seeds' updates as one (:class:`~ptsl.core.agent.group.SeedGroup`,
+    CPU only, the same bytes); otherwise each seed updates in turn. Off by default: on a CPU
+    the batched update is slower than the seeds' own today (docs/speed.md, seed groups), and
+    on a GPU each seed's update is its own captured graph.
+    """
+    from .agent.group import SeedGroup
+
+    if not cfgs:
+        raise ValueError("train_group: no runs")
+    first = cfgs[0]
+    for cfg in cfgs[1:]:
+        if cfg.model_copy(update={"seed": first.seed}) != first:
+            raise ValueError(f"train_group: {cfg.name}-{cfg.seed} differs from "
+                             f"{first.name}-{first.seed} in more than its seed")
+    if len({cfg.seed for cfg in cfgs}) != len(cfgs):
+        raise ValueError("train_group: a seed given twice")
+    t0 = time.perf_counter()
+    runtime = runtime or Runtime.from_env()
+    runtime.apply()
+    logs = list(logs) if logs is not None else [NoLog() for _ in cfgs]
+    checkpoints = [ResumeCheckpoints(scratch_dir, cfg) for cfg in cfgs]
+    runs = [Training(cfg, runtime, task_cache, ck, log)
+            for cfg, ck, log in zip(cfgs, checkpoints, logs)]
+    for run in runs:
+        run.resume()
+    starts = [run.start for run in runs]
+    on_host = all(run.update_path == "host" for run in runs)
+    group = SeedGroup([run.agent for run in runs]) \
+        if batch_updates and on_host and len(runs) > 1 else None
+    for run in runs:
+        run.open(progress)
+    try:
+        meet = max(starts)
+        for run in runs:  # behind the others after a resume: catch up alone
+            run.run_steps(run.start, meet, None, None)
+        for step in range(meet, first.train.steps):
+            updating = [run.begin_step(step, None) for run in runs]
+            if updating[0]:
+                for _ in range(runs[0].updates_due(step)):
+                    if group is not None:
+                        losses = group.update([run.sample_batch() for run in runs])
+                    else:
+                        losses = [run.update() for run in runs]
+                    for run, loss in zip(runs, losses):
+                        run.losses.append((step, loss))
+                    faults.point("update")
+            for run in runs:
+                run.end_step(step, None)
+        for run in runs:
+            run.finish(None)
+    finally:
+        for run in runs:
+            run.close()
+    if not keep_checkpoint:
+        for ck in checkpoints:
+            ck.remove()
+    wall = time.perf_counter() - t0
+    return [TrainResult(agent=run.agent, curve=Curve.frame(run.curve),
+                        parameter_count=run.agent.parameter_count(), wall_seconds=wall,
+                        resumed_from=start) for run, start in zip(runs, starts)]
 
 
 def write_outputs(cfg: RunConfig, result: TrainResult, out_dir: Path) -> None:
