@@ -56,22 +56,32 @@ def test_method_trains_evaluates_and_is_reported(project, name):
     assert table.loc[name, "seeds"] == 1
 
 
-def test_unbuildable_combination_fails_at_once_with_one_line(tmp_path):
-    """A single task never pays for a down-projection, so a residual mode cannot work there."""
+def test_unbuildable_combination_fails_at_once_with_one_line(project):
+    """A single task never pays for a down-projection, so a residual mode cannot work there.
+    The stage reads its own params file (``--params``) in the project above: no second copy of
+    the project for one process that fails before any work."""
     import subprocess
     import sys
 
+    import yaml
+
     from ..conftest import ROOT
 
-    exps = {"bad": {"benchmark": "reach-v3", "method": "care_ptsl", "hidden_dim": 24,
-                    "num_layers": 2, "residual_mode": "sum"}}
-    root = make_project(tmp_path, exps, seeds=[1], extra={"pal_dim": PAL_DIM})
+    bad = {"benchmark": "reach-v3", "method": "care_ptsl", "hidden_dim": 24, "num_layers": 2,
+           "residual_mode": "sum"}
+    params = yaml.safe_load((project / "params.yaml").read_text())
+    params["experiments"]["bad"] = bad  # in its group, as tests/pipeline_project.py puts a row
+    params["runs"]["ptsl" if ExperimentConfig(**bad).reads_pal_dim else "plain"].append("bad")
+    (project / "bad.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     proc = subprocess.run([sys.executable, str(ROOT / "pipeline" / "train.py"), "--exp", "bad",
-                           "--seed", "1"], cwd=root, capture_output=True, text=True, timeout=120)
+                           "--seed", "1", "--params", "bad.yaml"], cwd=project,
+                          capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: experiments.bad: residual_mode='sum'")
-    assert not (root / "data" / "runs").exists()
+    # No run folder of its own, nor a temp one: the runs are the pipeline's five.
+    assert sorted(p.name for p in (project / "data" / "runs").iterdir()) == sorted(
+        f"{name}-1" for name in EXPERIMENTS)
 
 
 def test_mlflow_runs_name_their_dvc_stage(project):
