@@ -59,15 +59,28 @@ def gridded(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def serial(tmp_path_factory):
-    root = make_project(tmp_path_factory.mktemp("serial"), EXPERIMENTS, seeds=SEEDS)
+    """`make repro`'s form where the workers cannot run the checkout: a git project whose
+    params.yaml has an uncommitted edit is refused by the grid with one line, and `--else-here`
+    runs `dvc repro` here instead, one stage after another. Its one training stage is one of the
+    grid's four (each costs two processes; the thread count's effect is
+    tests/e2e/test_thread_count.py's): what a worker trained in its own clone, with one torch
+    thread, must be what a serial `dvc repro` trains here. Untracked: the grid's MLflow runs are
+    checked above, and a training stage's outputs must not depend on tracking either. Its params
+    are the grid's but for what no training stage reads: the rows and seeds listed (this one) and
+    the uncommitted edit (the report's bootstrap draws)."""
+    (name, seed), = (s.removeprefix("train@").rsplit("-", 1) for s in SERIAL)
+    root = make_project(tmp_path_factory.mktemp("serial"), {name: EXPERIMENTS[name]},
+                        seeds=[int(seed)], git=True)
+    params = yaml.safe_load((root / "params.yaml").read_text())
+    params["report"]["bootstrap_reps"] = 100
+    (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+    refused = grid(root, "--workers", "1")
+    # What the refused call left behind, before the second call writes anything.
+    left = [p for p in ("data/runs", "mlflow.db") if (root / p).exists()]
     t0 = time.perf_counter()
-    # One of the four training stages (each costs two processes; the thread count's effect is
-    # tests/e2e/test_thread_count.py's): what a worker trained in its own clone, with one torch
-    # thread, must be what a serial `dvc repro` trains here. Untracked: the grid's MLflow runs are
-    # checked above, and a training stage's outputs must not depend on tracking either.
-    dvc(root, "repro", *SERIAL, env_extra={"PTSL_TRACKING": "off"})
+    here = grid(root, "--else-here", env={"PTSL_TRACKING": "off"})
     TIMINGS["serial dvc repro, 1 stage"] = time.perf_counter() - t0
-    return root
+    return root, refused, left, here
 
 
 def test_grid_trains_in_workers_and_fans_in_without_training(gridded):
@@ -122,6 +135,7 @@ def test_mlflow_holds_one_finished_run_per_stage(gridded):
 def test_grid_equals_serial_repro(gridded, serial):
     """Every output byte for byte (model.pt included: its bytes depend on the weights only)."""
     root, _ = gridded
+    serial = serial[0]
     for stage in SERIAL:
         run_name = stage.removeprefix("train@")
         run, ref = root / "data" / "runs" / run_name, serial / "data" / "runs" / run_name
@@ -247,24 +261,20 @@ def test_what_only_the_machine_decides_leaves_training_up_to_date(gridded):
     assert grid(root, "--dry", env=machine).stdout.startswith("0 stale training stage(s)")
 
 
-def test_uncommitted_params_are_refused_with_one_line(tmp_path):
-    root = make_project(tmp_path, {"tiny_mtsac": EXPERIMENTS["tiny_mtsac"]}, seeds=[1], git=True)
-    params = yaml.safe_load((root / "params.yaml").read_text())
-    params["sac"]["batch_size"] = 16
-    (root / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
+def test_uncommitted_params_are_refused_with_one_line(serial):
+    root, refused, left, here = serial
     assert uncommitted_inputs(root) == ["params.yaml"]
-    proc = grid(root, "--workers", "1")
-    assert proc.returncode == 2
-    assert proc.stderr.strip() == ("error: uncommitted changes in params.yaml: workers run the "
-                                   "commit (git clone), so commit or stash them first")
-    assert not (root / "data" / "runs").exists() and not (root / "mlflow.db").exists()
+    assert refused.returncode == 2
+    assert refused.stderr.strip() == ("error: uncommitted changes in params.yaml: workers run "
+                                      "the commit (git clone), so commit or stash them first")
+    assert left == []  # no run trained, no MLflow store made
     # `make repro`'s form: the same stages run here, one after another, with one line saying why.
-    proc = grid(root, "--else-here", env={"PTSL_TRACKING": "off"})
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert here.returncode == 0, here.stdout[-3000:] + here.stderr[-3000:]
     assert ("grid: uncommitted changes in params.yaml: workers run the commit (git clone); "
-            "running `dvc repro` here instead, one stage after another") in proc.stdout
-    assert "Running stage 'train@tiny_mtsac-1'" in proc.stdout and "on Ray" not in proc.stdout
-    assert (root / "data" / "runs" / "tiny_mtsac-1" / "model.pt").is_file()
+            "running `dvc repro` here instead, one stage after another") in here.stdout
+    assert f"Running stage '{SERIAL[0]}'" in here.stdout and "on Ray" not in here.stdout
+    run = SERIAL[0].removeprefix("train@")
+    assert (root / "data" / "runs" / run / "model.pt").is_file()
 
 
 def test_gpu_share_follows_the_cpu_share():
