@@ -1,16 +1,26 @@
-"""``pipeline/train.py --seed 1 --seed 2``: one process trains two seeds side by side and writes
+"""``pipeline/train.py --seed 2 --seed 3``: one process trains two seeds side by side and writes
 each seed's outputs byte for byte as the seed's own stage command does, with an MLflow run per
 seed; seeds whose settings differ beyond the seed (a long-table seed) are refused in one line."""
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
+
+import pytest
 
 from ..conftest import ROOT
 from ..pipeline_project import env_for, make_project
 
-EXPS = {"t_mtsac": {"benchmark": "mt10", "method": "mtsac", "hidden_dim": 24, "num_layers": 2}}
+# Seed 1 is the long table's (60 steps), seeds 2 and 3 train the short budget.
+EXPS = {"t_mtsac": {"benchmark": "mt10", "method": "mtsac", "hidden_dim": 24, "num_layers": 2,
+                    "long": True}}
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory):
+    return make_project(tmp_path_factory.mktemp("group"), EXPS, seeds=[1, 2, 3], long_steps=60)
 
 
 def _train(root, *seeds: int) -> subprocess.CompletedProcess:
@@ -25,33 +35,29 @@ def _outputs(root, seed: int) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in sorted(folder.iterdir())}
 
 
-def test_two_seeds_in_one_process_write_what_their_own_commands_write(tmp_path):
-    (tmp_path / "together").mkdir()
-    (tmp_path / "alone").mkdir()
-    together = make_project(tmp_path / "together", EXPS, seeds=[2, 3])
-    alone = make_project(tmp_path / "alone", EXPS, seeds=[2, 3])
-    proc = _train(together, 2, 3)
+def test_two_seeds_in_one_process_write_what_their_own_commands_write(project):
+    proc = _train(project, 2, 3)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "t_mtsac-2: success" in proc.stdout and "t_mtsac-3: success" in proc.stdout
+    together = {seed: _outputs(project, seed) for seed in (2, 3)}
+    shutil.rmtree(project / "data" / "runs")
     for seed in (2, 3):
-        assert _train(alone, seed).returncode == 0
-        assert _outputs(together, seed) == _outputs(alone, seed)
+        assert _train(project, seed).returncode == 0
+        assert _outputs(project, seed) == together[seed]
 
     from mlflow.tracking import MlflowClient
 
-    client = MlflowClient(tracking_uri=f"sqlite:///{together / 'mlflow.db'}")
-    runs = client.search_runs([e.experiment_id for e in client.search_experiments()])
-    trained = {r.data.tags.get("seed"): r for r in runs if r.data.tags.get("seed_group")}
-    assert set(trained) == {"2", "3"}
-    assert {r.data.tags["seed_group"] for r in trained.values()} == {"2,3"}
+    client = MlflowClient(tracking_uri=f"sqlite:///{project / 'mlflow.db'}")
+    runs = client.search_runs([client.get_experiment_by_name("train").experiment_id])
+    assert sorted(r.data.tags["seed"] for r in runs) == ["2", "2", "3", "3"]
+    assert sorted(r.data.tags.get("seed_group") or "" for r in runs) == ["", "", "2,3", "2,3"]
 
 
-def test_seeds_of_different_budgets_are_refused_in_one_line(tmp_path):
-    exps = {"t_mtsac": {**EXPS["t_mtsac"], "long": True}}
-    root = make_project(tmp_path, exps, seeds=[1, 2], long_steps=60)  # seed 1 trains longer
-    proc = _train(root, 1, 2)
+def test_seeds_of_different_budgets_are_refused_in_one_line(project):
+    before = sorted(p.name for p in (project / "data").rglob("*"))
+    proc = _train(project, 1, 2)
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(
         "error: --seed: seeds 1 and 2 of t_mtsac differ in more than their seed"), lines
-    assert not (root / "data" / "runs").exists()
+    assert sorted(p.name for p in (project / "data").rglob("*")) == before
