@@ -59,6 +59,8 @@ SLOWEST_FIRST = ("test_grid.py",            # 210
                  "test_thread_count.py",    # 55
                  "test_bench.py",           # 45
                  "test_bad_input.py",       # ~45 (its 43 stage-script cases share one process)
+                 "test_train_group.py",     # ~45
+                 "test_group.py",           # ~40
                  "test_api.py",             # 35
                  "test_docs.py",            # 30
                  "test_loop.py",            # 25
