@@ -126,6 +126,7 @@ class Training:
         self.losses: list[tuple[int, dict[str, torch.Tensor]]] = []
         self.start = self.last_checkpoint = 0
         self.eval_interval = cfg.train.eval_interval
+        self.bar: tqdm | None = None  # :meth:`open` makes it
 
     def resume(self) -> None:
         """Continue from the newest checkpoint of this run and config, if there is one."""
@@ -149,8 +150,8 @@ class Training:
     def run(self, progress: bool, on_eval: Callable[[dict[str, float]], None] | None,
             on_step: Callable[[int], None] | None) -> None:
         """Train from :attr:`start` to ``train.steps`` vector steps."""
-        self.open(progress)
         try:
+            self.open(progress)
             self.run_steps(self.start, self.cfg.train.steps, on_eval, on_step)
             self.finish(on_eval)
         finally:
@@ -219,7 +220,8 @@ class Training:
 
     def close(self) -> None:
         """The progress bar and the environments closed, the log flushed."""
-        self.bar.close()
+        if self.bar is not None:
+            self.bar.close()
         self.env.close()
         self.eval_env.close()
         self.log.flush()
@@ -382,9 +384,9 @@ def train_group(cfgs: Sequence[RunConfig], *, scratch_dir: Path | None = None,
     on_host = all(run.update_path == "host" for run in runs)
     group = SeedGroup([run.agent for run in runs]) \
         if batch_updates and on_host and len(runs) > 1 else None
-    for run in runs:
-        run.open(progress)
     try:
+        for run in runs:
+            run.open(progress)
         meet = max(starts)
         for run in runs:  # behind the others after a resume: catch up alone
             run.run_steps(run.start, meet, None, None)
