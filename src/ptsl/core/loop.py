@@ -343,8 +343,8 @@ def train(cfg: RunConfig, *, scratch_dir: Path | None = None, task_cache: Path |
 def train_group(cfgs: Sequence[RunConfig], *, scratch_dir: Path | None = None,
                 task_cache: Path | None = None, logs: Sequence[RunLog] | None = None,
                 progress: bool = True, runtime: Runtime | None = None,
-                keep_checkpoint: bool = False, batch_updates: bool = False
-                ) -> list[TrainResult]:
+                keep_checkpoint: bool = False, batch_updates: bool | None = None,
+                on_step: Callable[[int], None] | None = None) -> list[TrainResult]:
     """Train several seeds of one experiment in this process, side by side: each seed's run
     (environments, agent, replay buffer, generator, log, checkpoints) as :func:`train` makes it,
     written exactly as that seed alone would write it, the seeds' updates made as one
@@ -355,10 +355,12 @@ def train_group(cfgs: Sequence[RunConfig], *, scratch_dir: Path | None = None,
     from checkpoints of different steps first run alone until they meet. ``cfgs`` must differ
     in their seed only.
 
-    ``batch_updates``: the seeds' updates as one (:class:`~ptsl.core.agent.group.SeedGroup`,
-    CPU only, the same bytes); otherwise each seed updates in turn. Off by default: on a CPU
-    the batched update is slower than the seeds' own today (docs/speed.md, seed groups), and
-    on a GPU each seed's update is its own captured graph.
+    ``batch_updates``: the seeds' updates as one (:class:`~ptsl.core.agent.group.SeedGroup`);
+    otherwise each seed updates in turn. By default on the device path (every seed's batch
+    gathered on the GPU, one update of all, captured as one CUDA graph:
+    :func:`ptsl.core.cuda.group_update`) and off on the host path, where it keeps every seed's
+    bytes but is slower than the seeds' own updates today (docs/speed.md, seed groups).
+    ``on_step(done)`` is called after every vector step the seeds take together.
     """
     from .agent.group import SeedGroup
 
@@ -381,9 +383,18 @@ def train_group(cfgs: Sequence[RunConfig], *, scratch_dir: Path | None = None,
     for run in runs:
         run.resume()
     starts = [run.start for run in runs]
-    on_host = all(run.update_path == "host" for run in runs)
-    group = SeedGroup([run.agent for run in runs]) \
-        if batch_updates and on_host and len(runs) > 1 else None
+    on_host = runs[0].update_path == "host"
+    if batch_updates is None:
+        batch_updates = not on_host
+    update_all: Callable[[], list[dict[str, torch.Tensor]]] | None = None
+    if batch_updates and len(runs) > 1:
+        if on_host:
+            group = SeedGroup([run.agent for run in runs])
+            update_all = lambda: group.update([run.sample_batch() for run in runs])  # noqa: E731
+        else:
+            from .cuda import group_update
+
+            update_all = group_update([run.update for run in runs], graph=runtime.graph)
     try:
         for run in runs:
             run.open(progress)
@@ -394,8 +405,8 @@ def train_group(cfgs: Sequence[RunConfig], *, scratch_dir: Path | None = None,
             updating = [run.begin_step(step, None) for run in runs]
             if updating[0]:
                 for _ in range(runs[0].updates_due(step)):
-                    if group is not None:
-                        losses = group.update([run.sample_batch() for run in runs])
+                    if update_all is not None:
+                        losses = update_all()
                     else:
                         losses = [run.update() for run in runs]
                     for run, loss in zip(runs, losses):
@@ -403,6 +414,8 @@ def train_group(cfgs: Sequence[RunConfig], *, scratch_dir: Path | None = None,
                     faults.point("update")
             for run in runs:
                 run.end_step(step, None)
+            if on_step:
+                on_step(step + 1)
         for run in runs:
             run.finish(None)
     finally:

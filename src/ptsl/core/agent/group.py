@@ -20,9 +20,14 @@ own updates):
   (the batched product's weight gradient comes out transposed, and fused Adam walks memory);
 - each seed's noise comes from its own generator in the order its update draws it.
 
-A method whose networks select per task with host-side counts (PTSL's task layers) or whose
-layers have no batched form here cannot be grouped yet: :func:`groupable` says which, and such a
-method's seeds update one after another (the same bits, no gain).
+Where the seeds batch: on the host path (the CPU loop) the task selections read counts on the
+host (:class:`~ptsl.core.agent.nets.task_index.TaskIndex`), which ``vmap`` cannot batch, and only
+the methods of :data:`GROUPED_METHODS` have no such selection: the others' seeds update one after
+another (the same bits, no gain). On the device path (the agents' task index static, as the GPU
+path sets it) every method batches; there MT-SAC, multi-head SAC and MT-SAC+PTSL keep each
+seed's bits on CPU, and the others agree with each seed's own update to float rounding (their
+batched contractions sum in another order; tests/unit/test_group.py), as a GPU's kernels do
+anyway.
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import torch
-from torch.func import functional_call, vmap
+from torch.func import vmap
 
 from .buffer import Batch
 from .sac import LossNets, MultiTaskSAC, actor_losses, critic_loss, one_cpu_thread, update_losses
@@ -39,9 +44,10 @@ from .sac import LossNets, MultiTaskSAC, actor_losses, critic_loss, one_cpu_thre
 GROUPED_METHODS = frozenset({"mtsac"})
 
 
-def groupable(method: str) -> bool:
-    """Whether seeds of ``method`` update as one (else one after another, the same bits)."""
-    return method in GROUPED_METHODS
+def groupable(method: str, static_index: bool = False) -> bool:
+    """Whether seeds of ``method`` update as one (else one after another, the same bits):
+    every method with static task selections (the device path), else :data:`GROUPED_METHODS`."""
+    return static_index or method in GROUPED_METHODS
 
 
 def _stack(module: torch.nn.Module | None, agents: Sequence[MultiTaskSAC], attr: str,
@@ -51,11 +57,42 @@ def _stack(module: torch.nn.Module | None, agents: Sequence[MultiTaskSAC], attr:
     if module is None:
         return {}, {}
     mods = [getattr(a, attr) for a in agents]
-    params = {n: torch.stack([dict(m.named_parameters())[n].detach() for m in mods])
-              .requires_grad_(grad) for n, _ in module.named_parameters()}
-    buffers = {n: torch.stack([dict(m.named_buffers())[n] for m in mods])
-               for n, _ in module.named_buffers()}
-    return params, buffers
+    params = [dict(m.named_parameters()) for m in mods]
+    buffers = [dict(m.named_buffers()) for m in mods]
+    return ({n: torch.stack([p[n].detach() for p in params]).requires_grad_(grad)
+             for n in params[0]},
+            {n: torch.stack([b[n] for b in buffers]) for n in buffers[0]})
+
+
+def _slots(module: torch.nn.Module) -> dict[str, tuple[torch.nn.Module, str, str]]:
+    """Each parameter's and buffer's name (as ``named_parameters()`` / ``named_buffers()`` give
+    it, once per tensor) -> the module that holds it, the attribute and which table."""
+    out = {}
+    for table, named in (("_parameters", module.named_parameters),
+                         ("_buffers", module.named_buffers)):
+        for name, _ in named():
+            owner, _, attr = name.rpartition(".")
+            out[name] = (module.get_submodule(owner), attr, table)
+    return out
+
+
+def _call(module: torch.nn.Module, slots: dict, values: dict, args: tuple, kwargs: dict):
+    """``module(*args, **kwargs)`` with its tensors replaced by ``values`` (by name), then
+    restored. As ``torch.func.functional_call``, but each tensor is swapped once in the module
+    that holds it: a projection shared across layers (PTSL) has several names, and
+    functional_call's tying restores the aliases in an order that leaves the batched tensors in
+    the module."""
+    saved = []
+    try:
+        for name, value in values.items():
+            owner, attr, table = slots[name]
+            held = getattr(owner, table)
+            saved.append((held, attr, held[attr]))
+            held[attr] = value
+        return module(*args, **kwargs)
+    finally:
+        for held, attr, original in reversed(saved):
+            held[attr] = original
 
 
 def _update_settings(meta: dict) -> dict:
@@ -79,10 +116,14 @@ class SeedGroup:
                 raise ValueError("a seed group's agents must share their experiment: the same "
                                  "method, sizes, SAC settings and tasks")
         self.template = first
+        self._slots = {id(m): _slots(m) for m in (first.actor, first.critic,
+                                                     first.critic_target, first.task_encoder)
+                         if m is not None}
         #: Whether the update runs as one for all seeds (:func:`groupable`); if not, each
         #: agent updates alone in turn.
         self.batched = groupable(first.meta.get("config", {}).get("experiment", {})
-                                 .get("method", ""))
+                                 .get("method", ""),
+                                 static_index=all(a.task_index.static for a in self.agents))
 
     def update(self, batches: Sequence[Batch]) -> list[dict[str, torch.Tensor]]:
         """One update of every seed on its own batch; each seed's losses, as its
@@ -98,7 +139,11 @@ class SeedGroup:
         t = self.template
 
         def call(module, state):
-            return lambda *args, **kwargs: functional_call(module, state, args, kwargs)
+            if state is None:
+                return None
+            slots = self._slots[id(module)]
+            values = {**state[0], **state[1]}
+            return lambda *args, **kwargs: _call(module, slots, values, args, kwargs)
 
         return LossNets(actor=call(t.actor, actor), critic=call(t.critic, critic),
                         critic_target=call(t.critic_target, target),
@@ -132,8 +177,10 @@ class SeedGroup:
         grads = torch.autograd.grad(c_loss.sum(), trained)
         names = [("critic", n) for n in critic[0]] + [("task_encoder", n) for n in encoder[0]]
         for s, a in enumerate(agents):
+            params = {attr: dict(getattr(a, attr).named_parameters())
+                      for attr in ("critic", "task_encoder") if getattr(a, attr) is not None}
             for (attr, name), g in zip(names, grads):
-                dict(getattr(a, attr).named_parameters())[name].grad = g[s].contiguous()
+                params[attr][name].grad = g[s].contiguous()
             a.critic_opt.step()
 
         # The actor's and temperatures' step: the critic as its step left it.

@@ -275,7 +275,7 @@ class MultiTaskSAC(nn.Module):
         self._actor_params = list(actor_params)
         #: How a batch's task ids become the :class:`TaskIndex` the networks select by (the CUDA
         #: path swaps in its static formulation, :func:`ptsl.core.cuda.accelerate`).
-        self.task_index: Callable[[torch.Tensor, int], TaskIndex] = TaskIndex
+        self.task_index: type[TaskIndex] = TaskIndex
         #: Adam's options. fused: one kernel per optimiser step for all its tensors, on the CPU
         #: too (foreach falls back to one kernel per tensor and operation there, about a quarter
         #: of a small MT10 update); element-wise, so its bits do not depend on the thread count.

@@ -28,6 +28,8 @@ def gather_task(per_task: torch.Tensor, task: torch.Tensor) -> torch.Tensor:
 class StaticTaskIndex(TaskIndex):
     """:class:`TaskIndex` with static shapes (see the module docstring)."""
 
+    static = True
+
     def rows(self, table: torch.Tensor) -> torch.Tensor:
         b, (t, d) = self.ids.shape[0], table.shape
         return gather_task(table.unsqueeze(0).expand(b, t, d), self.ids)

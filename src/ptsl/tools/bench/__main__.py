@@ -32,7 +32,7 @@ from ...ops.stage import run_stage
 from .envs import measure_envs
 from .gpu import measure_sharing
 from .loop import measure_loop
-from .node import TABLE_METHODS, measure_node
+from .node import TABLE_METHODS, measure_node, node_record
 from .record import SECTIONS, Record, parse_only
 from .report import costs, targets
 from .study import measure_study
@@ -166,9 +166,14 @@ def main() -> None:
         # in it unless PTSL_VECTOR says otherwise: the processes share the cores.
         one = dataclasses.replace(runtime, threads=1, vector="sync" if runtime.vector == "auto"
                                   else runtime.vector)
-        return measure_node(args.params, rows, one, TASK_CACHE, seeds=seeds,
-                            warmup=1 if args.quick else 10, seconds=seconds,
-                            interval=0.5 if args.quick else 5.0, progress=progress)
+        common = dict(warmup=1 if args.quick else 10, seconds=seconds,
+                      interval=0.5 if args.quick else 5.0, progress=progress)
+        alone = measure_node(args.params, rows, one, TASK_CACHE, seeds=seeds, **common)
+        # The same runs as seed groups, one process a row (quick: the first row's two seeds).
+        group_rows = dict(list(rows.items())[:1]) if args.quick else rows
+        grouped = measure_node(args.params, group_rows, one, TASK_CACHE,
+                               seeds=2 if args.quick else seeds, groups=True, **common)
+        return node_record(alone, grouped)
 
     measures = {"envs": envs, "updates": update_rows, "loop": loop, "study": study,
                 "gpu": sharing, "node": node}

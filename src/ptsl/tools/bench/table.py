@@ -85,15 +85,16 @@ def _sharing(sharing: dict[str, Any]) -> None:
 
 
 def _node(node: dict[str, Any]) -> None:
-    print(f"\nA node's table: {node['runs']} runs at once ({node['seeds']} seed(s) a row, one "
-          f"process each, {node['vector']} env, {node['mps_note']}), {node['seconds']:.0f} s   "
-          "vector steps/s, each | together")
-    for name, r in node["rows"].items():
-        each = ", ".join(f"{v:.1f}" for v in r["vector_steps_per_s_each"])
-        print(f"  {name:<44} {each} | {r['together']:.1f}")
-    print(f"  all {node['runs']} runs together: {node['vector_steps_per_s']:,.1f} vector steps/s; "
-          f"limited by {node['limit']}")
-    print(f"  seed groups: {node['groups']}")
+    for form in (node["processes"], node["groups"]):
+        print(f"\nA node's table: {form['runs']} runs at once ({form['form']}, {form['vector']} "
+              f"env, {form['mps_note']}), {form['seconds']:.0f} s   vector steps/s")
+        for name, r in form["rows"].items():
+            each = ", ".join(f"{v:,.1f}" for v in r["vector_steps_per_s_each"])
+            print(f"  {name:<34} {r['together']:>9,.1f}   (each: {each})")
+        print(f"  all {form['runs']} runs together: {form['vector_steps_per_s']:,.1f} vector "
+              f"steps/s; limited by {form['limit']}")
+    print(f"  seed groups against separate processes, per run: "
+          f"{node['groups_over_processes']:.2f}x")
 
 
 PRINTERS = {"envs": _envs, "updates": _updates, "loop": _loop, "study": _study,

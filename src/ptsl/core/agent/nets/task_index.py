@@ -22,6 +22,10 @@ class TaskIndex:
     """The (B,) int64 task ids of a batch (:attr:`ids`) among ``num_tasks`` tasks, and the
     selections by them."""
 
+    #: Whether every selection has static shapes and makes no host read (the device path's
+    #: :class:`~ptsl.core.cuda.task_index.StaticTaskIndex`): then it also runs under ``vmap``.
+    static = False
+
     def __init__(self, ids: torch.Tensor, num_tasks: int) -> None:
         self.ids = ids
         self.num_tasks = num_tasks
