@@ -33,7 +33,7 @@ from .envs import measure_envs
 from .gpu import measure_sharing
 from .loop import measure_loop
 from .node import TABLE_METHODS, measure_node, node_record
-from .record import SECTIONS, Record, parse_only
+from .record import SECTIONS, Record, SectionFailed, parse_only
 from .report import costs, targets
 from .study import measure_study
 from .table import print_head, print_section, print_summary
@@ -171,8 +171,11 @@ def main() -> None:
         alone = measure_node(args.params, rows, one, TASK_CACHE, seeds=seeds, **common)
         # The same runs as seed groups, one process a row (quick: the first row's two seeds).
         group_rows = dict(list(rows.items())[:1]) if args.quick else rows
-        grouped = measure_node(args.params, group_rows, one, TASK_CACHE,
-                               seeds=2 if args.quick else seeds, groups=True, **common)
+        try:
+            grouped = measure_node(args.params, group_rows, one, TASK_CACHE,
+                                   seeds=2 if args.quick else seeds, groups=True, **common)
+        except SectionFailed as exc:  # keep the separate processes' figures
+            raise SectionFailed(str(exc), {"processes": alone}) from None
         return node_record(alone, grouped)
 
     measures = {"envs": envs, "updates": update_rows, "loop": loop, "study": study,

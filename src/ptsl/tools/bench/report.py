@@ -61,7 +61,7 @@ def targets(result: dict[str, Any]) -> list[dict[str, Any]]:
         None if eight is None else eight >= 1500)
     # A node's MT10 table (the five rows, 3 seeds each): on a GPU node only.
     node = result.get("node")
-    rate = None if on_cpu or not node else node["vector_steps_per_s"]
+    rate = None if on_cpu or not node else node.get("vector_steps_per_s")
     add("GPU: a node's MT10 table, five rows at once, vector steps/s", rate, ">= 1,800",
         None if rate is None else rate >= 1800)
     return out

@@ -85,7 +85,9 @@ def _sharing(sharing: dict[str, Any]) -> None:
 
 
 def _node(node: dict[str, Any]) -> None:
-    for form in (node["processes"], node["groups"]):
+    for form in (node.get(key) for key in ("processes", "groups")):
+        if not form or "rows" not in form:  # a section that failed part-way
+            continue
         print(f"\nA node's table: {form['runs']} runs at once ({form['form']}, {form['vector']} "
               f"env, {form['mps_note']}), {form['seconds']:.0f} s   vector steps/s")
         for name, r in form["rows"].items():
@@ -93,8 +95,9 @@ def _node(node: dict[str, Any]) -> None:
             print(f"  {name:<34} {r['together']:>9,.1f}   (each: {each})")
         print(f"  all {form['runs']} runs together: {form['vector_steps_per_s']:,.1f} vector "
               f"steps/s; limited by {form['limit']}")
-    print(f"  seed groups against separate processes, per run: "
-          f"{node['groups_over_processes']:.2f}x")
+    if "groups_over_processes" in node:
+        print(f"  seed groups against separate processes, per run: "
+              f"{node['groups_over_processes']:.2f}x")
 
 
 PRINTERS = {"envs": _envs, "updates": _updates, "loop": _loop, "study": _study,
