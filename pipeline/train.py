@@ -8,6 +8,7 @@ from contextlib import ExitStack
 from pathlib import Path
 
 from ptsl.cli import ArgumentParser
+from ptsl.core.config import check_seed_group
 from ptsl.core.errors import ConfigError
 from ptsl.ops.machine import check_machine
 from ptsl.ops.params import load_params, run_config, stage_group
@@ -30,11 +31,10 @@ def main() -> None:
     params = load_params(args.params)
     seeds = list(dict.fromkeys(args.seed))
     cfgs = [run_config(params, args.exp, seed) for seed in seeds]
-    for cfg in cfgs[1:]:
-        if cfg.model_copy(update={"seed": cfgs[0].seed}) != cfgs[0]:
-            raise ConfigError(f"--seed: seeds {cfgs[0].seed} and {cfg.seed} of {args.exp} differ "
-                              "in more than their seed (a long-table seed trains longer); train "
-                              "them in separate commands")
+    try:
+        check_seed_group(cfgs)
+    except ConfigError as exc:
+        raise ConfigError(f"--seed: {exc}") from None
     # The machine check and the networks load torch: a bad params file is answered before
     # that, in under a second.
     machine = check_machine()

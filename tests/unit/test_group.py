@@ -155,7 +155,7 @@ def test_a_group_resumes_seeds_from_checkpoints_of_different_steps(task_cache, t
 def test_a_group_refuses_runs_that_differ_in_more_than_their_seed(task_cache):
     from ptsl.core.loop import train_group
 
-    with pytest.raises(ValueError, match="differs from tiny-1 in more than its seed"):
+    with pytest.raises(ValueError, match="seeds 1 and 2 of tiny differ in more than their seed"):
         train_group([_tiny(1), _tiny(2, steps=120)], task_cache=task_cache, progress=False)
-    with pytest.raises(ValueError, match="a seed given twice"):
+    with pytest.raises(ValueError, match="seed 1 of tiny given twice"):
         train_group([_tiny(1), _tiny(1)], task_cache=task_cache, progress=False)

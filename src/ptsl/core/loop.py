@@ -31,7 +31,7 @@ from . import faults
 from .agent.buffer import Batch, ReplayBuffer
 from .agent.builders import Shapes, build_agent
 from .agent.sac import MultiTaskSAC, check_losses
-from .config import RunConfig
+from .config import RunConfig, check_seed_group
 from .envs import MultiTaskVecEnv, StepResult, load_tasks
 from .errors import TrainingDiverged
 from .evaluation import evaluate, evaluator
@@ -326,18 +326,32 @@ def train(cfg: RunConfig, *, scratch_dir: Path | None = None, task_cache: Path |
     writing them resumes from the last checkpoint).
     """
     t0 = time.perf_counter()
-    runtime = runtime or Runtime.from_env()
-    runtime.apply()
-    checkpoints = ResumeCheckpoints(scratch_dir, cfg)
-    training = Training(cfg, runtime, task_cache, checkpoints, log or NoLog())
-    training.resume()
+    _, (checkpoints,), (training,) = _start([cfg], runtime, scratch_dir, task_cache,
+                                            [log or NoLog()])
     training.run(progress, on_eval, on_step)
     if not keep_checkpoint:
         checkpoints.remove()
-    agent = training.agent
-    return TrainResult(agent=agent, curve=Curve.frame(training.curve),
-                       parameter_count=agent.parameter_count(),
-                       wall_seconds=time.perf_counter() - t0, resumed_from=training.start)
+    return _result(training, time.perf_counter() - t0)
+
+
+def _start(cfgs: Sequence[RunConfig], runtime: Runtime | None, scratch_dir: Path | None,
+           task_cache: Path | None, logs: Sequence[RunLog]
+           ) -> tuple[Runtime, list[ResumeCheckpoints], list[Training]]:
+    """The runtime applied, and each run built and resumed from its newest checkpoint."""
+    runtime = runtime or Runtime.from_env()
+    runtime.apply()
+    checkpoints = [ResumeCheckpoints(scratch_dir, cfg) for cfg in cfgs]
+    runs = [Training(cfg, runtime, task_cache, ck, log)
+            for cfg, ck, log in zip(cfgs, checkpoints, logs)]
+    for run in runs:
+        run.resume()
+    return runtime, checkpoints, runs
+
+
+def _result(run: Training, wall: float) -> TrainResult:
+    return TrainResult(agent=run.agent, curve=Curve.frame(run.curve),
+                       parameter_count=run.agent.parameter_count(), wall_seconds=wall,
+                       resumed_from=run.start)
 
 
 def train_group(cfgs: Sequence[RunConfig], *, scratch_dir: Path | None = None,
@@ -364,24 +378,12 @@ def train_group(cfgs: Sequence[RunConfig], *, scratch_dir: Path | None = None,
     """
     from .agent.group import SeedGroup
 
-    if not cfgs:
-        raise ValueError("train_group: no runs")
+    check_seed_group(cfgs)
     first = cfgs[0]
-    for cfg in cfgs[1:]:
-        if cfg.model_copy(update={"seed": first.seed}) != first:
-            raise ValueError(f"train_group: {cfg.name}-{cfg.seed} differs from "
-                             f"{first.name}-{first.seed} in more than its seed")
-    if len({cfg.seed for cfg in cfgs}) != len(cfgs):
-        raise ValueError("train_group: a seed given twice")
     t0 = time.perf_counter()
-    runtime = runtime or Runtime.from_env()
-    runtime.apply()
-    logs = list(logs) if logs is not None else [NoLog() for _ in cfgs]
-    checkpoints = [ResumeCheckpoints(scratch_dir, cfg) for cfg in cfgs]
-    runs = [Training(cfg, runtime, task_cache, ck, log)
-            for cfg, ck, log in zip(cfgs, checkpoints, logs)]
-    for run in runs:
-        run.resume()
+    runtime, checkpoints, runs = _start(
+        cfgs, runtime, scratch_dir, task_cache,
+        list(logs) if logs is not None else [NoLog() for _ in cfgs])
     starts = [run.start for run in runs]
     on_host = runs[0].update_path == "host"
     if batch_updates is None:
@@ -425,9 +427,7 @@ def train_group(cfgs: Sequence[RunConfig], *, scratch_dir: Path | None = None,
         for ck in checkpoints:
             ck.remove()
     wall = time.perf_counter() - t0
-    return [TrainResult(agent=run.agent, curve=Curve.frame(run.curve),
-                        parameter_count=run.agent.parameter_count(), wall_seconds=wall,
-                        resumed_from=start) for run, start in zip(runs, starts)]
+    return [_result(run, wall) for run in runs]
 
 
 def write_outputs(cfg: RunConfig, result: TrainResult, out_dir: Path) -> None:

@@ -327,10 +327,6 @@ class MultiTaskSAC(nn.Module):
     def task_encoder_opt(self) -> Adam | None:
         return self.optimizers().get("task_encoder")
 
-    def alpha(self, task: TaskIndex) -> torch.Tensor:
-        """Per-sample temperature, selected by task (shape B x 1)."""
-        return task.entries(self.log_alpha.exp())
-
     def encode_task(self, task: TaskIndex) -> torch.Tensor | None:
         return None if self.task_encoder is None else self.task_encoder(task)
 

@@ -98,11 +98,18 @@ def main() -> None:
                          "(default: %(default)s)")
     ap.add_argument("--node-seeds", type=int, default=None,
                     help="seeds per row in the node section (default: 3 on CUDA, 1 on CPU)")
+    ap.add_argument("--node-group-size", type=int, default=None,
+                    help="seeds per process in the node section's seed groups (default: all "
+                         "of a row's seeds in one process)")
     ap.add_argument("--node-seconds", type=float, default=None,
                     help="seconds the node section measures (default: 120 on CUDA, 20 on CPU)")
     ap.add_argument("--quick", action="store_true",
                     help="a smoke run: MT10 only, one round, few steps (figures are rough)")
     args = ap.parse_args()
+    for key in ("node_seeds", "node_group_size"):
+        if getattr(args, key) is not None and getattr(args, key) < 1:
+            ap.error(f"--{key.replace('_', '-')}: {getattr(args, key)} is not allowed; "
+                     "allowed: a whole number of at least 1")
     sections = parse_only(args.only)
     runtime = Runtime.from_env()
     device = runtime.torch_device()
@@ -172,8 +179,9 @@ def main() -> None:
         # The same runs as seed groups, one process a row (quick: the first row's two seeds).
         group_rows = dict(list(rows.items())[:1]) if args.quick else rows
         try:
-            grouped = measure_node(args.params, group_rows, one, TASK_CACHE,
-                                   seeds=2 if args.quick else seeds, groups=True, **common)
+            group_seeds = 2 if args.quick else seeds
+            grouped = measure_node(args.params, group_rows, one, TASK_CACHE, seeds=group_seeds,
+                                   group_size=args.node_group_size or group_seeds, **common)
         except SectionFailed as exc:  # keep the separate processes' figures
             raise SectionFailed(str(exc), {"processes": alone}) from None
         return node_record(alone, grouped)

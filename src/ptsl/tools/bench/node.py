@@ -148,18 +148,19 @@ def limit(gpu_busy: float | None, busy_cores: float | None, cores: int) -> str:
 
 def measure_node(params_path: str, rows: dict[str, tuple[str, str]], runtime: Any,
                  task_cache: Path | None, *, seeds: int, warmup: int, seconds: float,
-                 interval: float = 5.0, groups: bool = False,
+                 interval: float = 5.0, group_size: int = 0,
                  progress: Callable[[str], None] | None = None,
                  log_dir: Path = Path(".scratch/bench/mps-log")) -> dict[str, Any]:
     """Every row of ``rows`` (method -> (label, experiment)) times ``seeds`` seeds at once: one
-    process each, or with ``groups`` one process per row training its seeds as a group; their
-    rates, sum and limit. A process that fails ends the section, named."""
+    process each, or with ``group_size`` one process per ``group_size`` seeds of a row, trained
+    as a seed group; their rates, sum and limit. A process that fails ends the section, named."""
     cuda = runtime.torch_device().type == "cuda"
     all_seeds = tuple(range(1, seeds + 1))
-    jobs = [(label, exp, all_seeds) for label, exp in rows.values()] if groups else \
-        [(label, exp, (seed,)) for label, exp in rows.values() for seed in all_seeds]
+    size = group_size or 1
+    jobs = [(label, exp, all_seeds[i:i + size]) for label, exp in rows.values()
+            for i in range(0, seeds, size)]
     runs = len(rows) * seeds
-    form = (f"{len(jobs)} processes, one group of {seeds} seed(s) a row" if groups
+    form = (f"{len(jobs)} processes, seed groups of {size}" if group_size
             else f"{len(jobs)} processes, one run each")
     if progress:
         progress(f"node: {runs} runs at once ({len(rows)} rows x {seeds} seed(s); {form}), "
@@ -183,7 +184,7 @@ def measure_node(params_path: str, rows: dict[str, tuple[str, str]], runtime: An
         row["vector_steps_per_s_each"] += [rate["vector_steps_per_s"]] * len(job_seeds)
     for row in by_row.values():
         row["together"] = sum(row["vector_steps_per_s_each"])
-    return {"runs": runs, "seeds": seeds, "processes": len(jobs), "groups": groups,
+    return {"runs": runs, "seeds": seeds, "processes": len(jobs), "group_size": group_size,
             "form": form, "seconds": seconds, "rows": by_row,
             "vector_steps_per_s": sum(r["together"] for r in by_row.values()),
             "cores": cores, "busy_cores": busy, "gpu_busy": gpu_busy,
