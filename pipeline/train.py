@@ -2,7 +2,8 @@
 
 ``--seed`` given several times trains those seeds of the experiment side by side in this
 process (a seed group: each seed's outputs, checkpoints and MLflow run exactly as its own stage
-makes them; the seeds step in lockstep and update in turn)."""
+makes them; the seeds step in lockstep; their updates run in turn on a CPU and as one captured
+CUDA graph on a GPU)."""
 
 from contextlib import ExitStack
 from pathlib import Path
