@@ -16,7 +16,7 @@ from ptsl.tools.bench.record import SECTIONS, Record, SectionFailed, parse_only
 from ptsl.tools.bench.workers import WorkerFailed, run_workers
 
 from ..conftest import ROOT
-from .worker_targets import first_dies, hang, report_twice
+from .worker_targets import first_dies, hang, report_twice, start_a_child
 
 
 def test_only_keeps_the_benchmarks_order_and_names_the_allowed_sections():
@@ -187,3 +187,11 @@ def test_a_node_count_below_one_is_refused_in_one_line(flag, tmp_path, monkeypat
     assert capsys.readouterr().err.strip().splitlines()[-1].endswith(
         f"error: {flag}: 0 is not allowed; allowed: a whole number of at least 1")
     assert not list(tmp_path.iterdir())
+
+
+def test_workers_that_start_processes_of_their_own():
+    """The node's workers may start environment workers (PTSL_VECTOR=async): a daemonic process
+    may not, a worker run with ``children`` may."""
+    with pytest.raises(WorkerFailed, match="daemonic processes are not allowed to have children"):
+        run_workers(start_a_child, (1,), 1, timeout=120)
+    assert run_workers(start_a_child, (1,), 2, timeout=120, children=True) == [1, 1]

@@ -30,3 +30,17 @@ def hang(x: int) -> int:
     """A worker that never reports."""
     time.sleep(600)
     return x
+
+
+def _exit_now() -> None:
+    pass
+
+
+def start_a_child(x: int) -> int:
+    """A worker that starts a process of its own (as a run with async environments does)."""
+    import multiprocessing as mp
+
+    child = mp.get_context("spawn").Process(target=_exit_now)
+    child.start()
+    child.join(60)
+    return x + child.exitcode

@@ -228,7 +228,7 @@ def _run_jobs(params_path: str, jobs: list[tuple[str, str, tuple[int, ...]]], ru
     try:
         return run_workers(_job, (params_path, jobs, runtime, task_cache, warmup, seconds,
                                   barrier), len(jobs), timeout=STARTUP_S + seconds + 60,
-                           with_index=True)
+                           with_index=True, children=True)
     except WorkerFailed as exc:
         order = ", ".join(_name(exp, seeds) for _, exp, seeds in jobs)
         raise SectionFailed(f"node: {exc} (workers in order: {order})",

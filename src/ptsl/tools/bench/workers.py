@@ -39,14 +39,18 @@ def _report(target: Callable[..., Any], index: int, out: Any, args: tuple,
 
 
 def run_workers(target: Callable[..., Any], args: tuple, n: int, timeout: float,
-                with_index: bool = False) -> list[Any]:
+                with_index: bool = False, children: bool = False) -> list[Any]:
     """Run ``target(*args)`` (``with_index``: ``target(i, *args)``, ``i`` the worker's index
     from 0) in ``n`` spawned processes and return their values (in worker order); a
     :class:`WorkerFailed` as soon as one fails, or when not all have reported within
-    ``timeout`` seconds. ``target`` must be importable (a module-level function)."""
+    ``timeout`` seconds. ``target`` must be importable (a module-level function).
+
+    ``children``: the workers may start processes of their own (a training run's environment
+    workers under ``PTSL_VECTOR=async``), which a daemonic process may not; they are stopped
+    here all the same when the wait ends, however it ends."""
     out = SPAWN.Queue()
-    procs = [SPAWN.Process(target=_report, args=(target, i, out, args, with_index), daemon=True)
-             for i in range(n)]
+    procs = [SPAWN.Process(target=_report, args=(target, i, out, args, with_index),
+                           daemon=not children) for i in range(n)]
     for p in procs:
         p.start()
     try:
