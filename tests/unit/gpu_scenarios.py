@@ -247,3 +247,36 @@ class CapturingStandIn(StandIn):
         except Exception:
             raise RuntimeError("operation failed due to a previous error during capture")
         return SimpleNamespace(replay=fn)
+
+
+def group_acts(cfg: RunConfig, seeds: list[int], shapes: Shapes, names, device,
+               atol: float | None = None) -> None:
+    """A seed group's actions on the device path (static task selections) against each seed's
+    own ``act``: deterministic and stochastic, three calls; equal bit for bit when ``atol`` is
+    None, else within ``atol``; every seed's generator where its own acting leaves it."""
+    from ptsl.core.agent.group import SeedGroup
+    from ptsl.core.cuda.task_index import StaticTaskIndex
+
+    def agents():
+        out = []
+        for seed in seeds:
+            agent = build_agent(cfg.model_copy(update={"seed": seed}), shapes, names,
+                                device=device)
+            agent.task_index = StaticTaskIndex
+            out.append(agent)
+        return out
+
+    alone, group = agents(), SeedGroup(agents())
+    rng = np.random.default_rng(7)
+    tasks = [np.arange(shapes.num_tasks)] * len(seeds)
+    for deterministic in (True, False, False):
+        obs = [rng.normal(size=(shapes.num_tasks, shapes.obs_dim)).astype(np.float32)
+               for _ in seeds]
+        own = [a.act(o, t, deterministic) for a, o, t in zip(alone, obs, tasks)]
+        for seed, mine, theirs in zip(seeds, own, group.act(obs, tasks, deterministic)):
+            if atol is None:
+                np.testing.assert_array_equal(theirs, mine, err_msg=f"seed {seed}")
+            else:
+                np.testing.assert_allclose(theirs, mine, rtol=0, atol=atol, err_msg=f"seed {seed}")
+    for a, b in zip(alone, group.agents):
+        assert torch.equal(a.generator.get_state(), b.generator.get_state())

@@ -210,3 +210,8 @@ def test_train_group_on_cuda_captured_equals_eager(method, task_cache):
     alone = train(cfgs[0], task_cache=task_cache, progress=False,
                   runtime=Runtime(device="cuda", vector="sync"))
     assert list(alone.curve["step"]) == list(runs[0][0].curve["step"])
+
+
+@pytest.mark.parametrize("name", ["mtsac", "care_ptsl", "moore"])
+def test_a_seed_group_acts_as_each_seed_alone_on_cuda(name):
+    scenarios.group_acts(variant_cfg(METHODS[name]), [2, 1, 3], SHAPES, NAMES, CUDA, atol=1e-5)

@@ -300,3 +300,10 @@ def test_a_seed_group_captured_equals_eager_and_each_seed_alone(name):
     bit for bit or, where the batched contractions sum in another order, to 1e-5."""
     scenarios.group_updates(variant_cfg(METHODS[name]), [2, 1, 3], SHAPES, NAMES, "cpu",
                             StandIn(), atol=None if name in _GROUP_EXACT else 1e-5)
+
+
+@pytest.mark.parametrize("name", list(METHODS))
+def test_a_seed_group_acts_as_each_seed_alone(name):
+    """The device path's group act (one forward of every seed's policy, one host read) gives
+    each seed the actions and generator state of its own act, bit for bit, for every method."""
+    scenarios.group_acts(variant_cfg(METHODS[name]), [2, 1, 3], SHAPES, NAMES, "cpu")

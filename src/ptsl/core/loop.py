@@ -181,16 +181,25 @@ class Training:
         """Evaluate when due, choose the action and start the environments' step; whether this
         step updates. Only an update is worth overlapping with the step: the warm-up steps the
         environments in this thread."""
+        updating = self.evaluate_when_due(step, on_eval)
+        self.start_step(self.act(self.obs, updating), updating)
+        return updating
+
+    def evaluate_when_due(self, step: int,
+                          on_eval: Callable[[dict[str, float]], None] | None) -> bool:
+        """:meth:`begin_step`'s evaluation; whether this step updates."""
         if step % self.eval_interval == 0:
             self.evaluate(step, on_eval, self.bar)
-        updating = step >= self.cfg.sac.init_steps
-        self.action = self.act(self.obs, updating)
+        return step >= self.cfg.sac.init_steps
+
+    def start_step(self, action: np.ndarray, updating: bool) -> None:
+        """:meth:`begin_step` after the action is chosen: start the environments' step."""
+        self.action = action
         if updating:
-            self.env.step_async(self.action)
+            self.env.step_async(action)
         else:
-            self.stepped = self.env.step(self.action)
+            self.stepped = self.env.step(action)
         self.updating = updating
-        return updating
 
     def updates_due(self, step: int) -> int:
         """Updates at an updating step: ``init_steps`` at the first, then one."""
@@ -389,6 +398,7 @@ def train_group(cfgs: Sequence[RunConfig], *, scratch_dir: Path | None = None,
     if batch_updates is None:
         batch_updates = not on_host
     update_all: Callable[[], list[dict[str, torch.Tensor]]] | None = None
+    group: SeedGroup | None = None
     if batch_updates and len(runs) > 1:
         if on_host:
             group = SeedGroup([run.agent for run in runs])
@@ -397,6 +407,7 @@ def train_group(cfgs: Sequence[RunConfig], *, scratch_dir: Path | None = None,
             from .cuda import group_update
 
             update_all = group_update([run.update for run in runs], graph=runtime.graph)
+            group = update_all.step.group
     try:
         for run in runs:
             run.open(progress)
@@ -404,7 +415,15 @@ def train_group(cfgs: Sequence[RunConfig], *, scratch_dir: Path | None = None,
         for run in runs:  # behind the others after a resume: catch up alone
             run.run_steps(run.start, meet, None, None)
         for step in range(meet, first.train.steps):
-            updating = [run.begin_step(step, None) for run in runs]
+            updating = [run.evaluate_when_due(step, None) for run in runs]
+            if group is not None and updating[0]:
+                # The seeds act as one (on the device path one forward and one host read).
+                actions = group.act([run.obs for run in runs],
+                                    [run.env.task_ids for run in runs], deterministic=False)
+            else:
+                actions = [run.act(run.obs, u) for run, u in zip(runs, updating)]
+            for run, action, u in zip(runs, actions, updating):
+                run.start_step(action, u)
             if updating[0]:
                 for _ in range(runs[0].updates_due(step)):
                     if update_all is not None:

@@ -34,11 +34,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
 import torch
 from torch.func import vmap
 
 from .buffer import Batch
-from .sac import LossNets, MultiTaskSAC, actor_losses, critic_loss, one_cpu_thread, update_losses
+from .sac import (LossNets, MultiTaskSAC, actor_losses, critic_loss, one_cpu_thread,
+                  squashed_sample, to_host, update_losses)
 
 #: Methods whose update a group runs as one (each tested seed by seed against its own update).
 GROUPED_METHODS = frozenset({"mtsac"})
@@ -121,9 +123,39 @@ class SeedGroup:
                          if m is not None}
         #: Whether the update runs as one for all seeds (:func:`groupable`); if not, each
         #: agent updates alone in turn.
+        self.static = all(a.task_index.static for a in self.agents)
         self.batched = groupable(first.meta.get("config", {}).get("experiment", {})
-                                 .get("method", ""),
-                                 static_index=all(a.task_index.static for a in self.agents))
+                                 .get("method", ""), static_index=self.static)
+
+    def act(self, obs: Sequence[np.ndarray], tasks: Sequence[np.ndarray],
+            deterministic: bool = False) -> list[np.ndarray]:
+        """Every seed's actions for its (B, obs_dim) observations of its (B,) tasks, as the
+        seed's own :meth:`MultiTaskSAC.act` gives them. On the device path (static task
+        selections) one forward of all seeds' policies, each seed's noise drawn from its own
+        generator, one read to the host; elsewhere each seed acts in turn (on a CPU a batched
+        element-wise op would meet some of a seed's elements in another part of its vector
+        loop than the seed's own small act does)."""
+        if not (self.batched and self.static):
+            return [a.act(o, t, deterministic) for a, o, t in zip(self.agents, obs, tasks)]
+        t = self.template
+        with torch.inference_mode(), one_cpu_thread(t.device):
+            actor = _stack(t.actor, self.agents, "actor", grad=False)
+            encoder = _stack(t.task_encoder, self.agents, "task_encoder", grad=False)
+            obs_t = torch.as_tensor(np.stack(obs), dtype=torch.float32, device=t.device)
+            task_t = torch.as_tensor(np.stack(tasks), dtype=torch.int64, device=t.device)
+
+            def policy(actor, encoder, obs, task):
+                task_i = t.task_index(task, t.num_tasks)
+                nets = self._nets(actor, None, None, encoder, None)
+                code = None if nets.task_encoder is None else nets.task_encoder(task_i)
+                return nets.actor(obs, task_i, code)
+
+            mu, log_std = vmap(policy)(actor, encoder, obs_t, task_t)
+            actions = torch.tanh(mu) if deterministic else torch.stack(
+                [squashed_sample(mu[s], log_std[s], a.generator, with_log_prob=False)[0]
+                 for s, a in enumerate(self.agents)])
+            out = to_host(actions, t.blocking_wait).numpy()
+        return list(out)
 
     def update(self, batches: Sequence[Batch]) -> list[dict[str, torch.Tensor]]:
         """One update of every seed on its own batch; each seed's losses, as its
