@@ -6,9 +6,9 @@ meanwhile the busy cores and, on CUDA, the GPU's busy time are sampled. The figu
 vector steps per second, their sum (the node's rate), and what limits it (the GPU busy all the
 time, every core busy, or neither: the processes wait on each other or on start-up).
 
-With ``groups``, the same runs as seed groups (:func:`ptsl.core.loop.train_group`): one process
-per row training its seeds side by side, on CUDA their updates one captured graph; each seed's
-rate is the group's vector steps per second."""
+With ``group_size``, the same runs as seed groups (:func:`ptsl.core.loop.train_group`): one
+process per ``group_size`` seeds of a row training them side by side, on CUDA their updates one
+captured graph; each seed's rate is its group's vector steps per second."""
 
 from __future__ import annotations
 
@@ -197,13 +197,11 @@ def node_record(processes: dict[str, Any], groups: dict[str, Any]) -> dict[str, 
     """The node section's record: the runs as separate processes and as seed groups, measured
     one after the other in one benchmark run, the ratio of their per-run rates and the node's
     rate (the faster form's)."""
-    per_run = {name: form["vector_steps_per_s"] / form["runs"]
-               for name, form in (("processes", processes), ("groups", groups))}
+    forms = {"processes": processes, "groups": groups}
+    per_run = {name: form["vector_steps_per_s"] / form["runs"] for name, form in forms.items()}
     best = max(per_run, key=per_run.get)
-    return {"processes": processes, "groups": groups,
-            "groups_over_processes": per_run["groups"] / per_run["processes"],
-            "best_form": best,
-            "vector_steps_per_s": (processes, groups)[best == "groups"]["vector_steps_per_s"]}
+    return {**forms, "groups_over_processes": per_run["groups"] / per_run["processes"],
+            "best_form": best, "vector_steps_per_s": forms[best]["vector_steps_per_s"]}
 
 
 def _job(index: int, params_path: str, jobs: list[tuple[str, str, tuple[int, ...]]],
