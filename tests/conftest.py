@@ -46,28 +46,27 @@ def task_cache(tmp_path_factory) -> Path:
 
 # Under xdist (`make test`: `-n auto --dist loadfile`) each file goes to one worker, in
 # collection order, the next one to whichever worker is about to run out. Longest first (as
-# measured on a 2-core machine, in seconds): the long pipelines spread over the workers and the
-# short files fill in behind them, instead of one long file running alone at the end. Figures
-# marked ~ are estimates from the file's CPU time, not timed on an idle machine.
-SLOWEST_FIRST = ("test_grid.py",            # 210
-                 "test_faults.py",          # ~190
-                 "test_methods_e2e.py",     # 140
-                 "test_study_e2e.py",       # 120
-                 "test_ablation_e2e.py",    # 70
-                 "test_pipeline_e2e.py",    # 65
+# measured on a 2-core machine with `--durations=0`, in seconds of each file's tests): the long
+# pipelines spread over the workers and the short files fill in behind them, instead of one long
+# file running alone at the end.
+SLOWEST_FIRST = ("test_grid.py",            # 220
+                 "test_faults.py",          # 170
+                 "test_methods_e2e.py",     # ~95
+                 "test_bench.py",           # 90
+                 "test_study_e2e.py",       # 90
+                 "test_pipeline_e2e.py",    # 75
+                 "test_bad_input.py",       # 75 (its stage-script cases share one process)
+                 "test_ablation_e2e.py",    # 60
                  "test_protocols_e2e.py",   # ~55
-                 "test_thread_count.py",    # 55
-                 "test_bench.py",           # 45
-                 "test_bad_input.py",       # ~45 (its 43 stage-script cases share one process)
-                 "test_train_group.py",     # ~45
-                 "test_group.py",           # ~40
-                 "test_api.py",             # 35
-                 "test_docs.py",            # 30
-                 "test_loop.py",            # 25
-                 "test_stage_deps.py",      # 20
-                 "test_entry_points.py",    # ~10 (its ~100 commands share one process)
-                 "test_tracking_concurrency.py", "test_threads.py", "test_envs.py",  # 18 each
-                 "test_import_layers.py", "test_counting.py", "test_views.py")  # 8-17 each
+                 "test_restored.py",        # 50
+                 "test_group.py",           # 45
+                 "test_stage_deps.py",      # 45
+                 "test_train_group.py",     # 35
+                 "test_tracking_concurrency.py",  # 30
+                 "test_gpu_path.py", "test_threads.py", "test_api.py", "test_envs.py",  # 25-28
+                 "test_loop.py", "test_docs.py", "test_thread_count.py",  # 18-22
+                 "test_import_layers.py", "test_grid_address.py", "test_counting.py",  # 13-18
+                 "test_views.py", "test_eval_tasks.py", "test_bench_record.py")  # 10-12
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

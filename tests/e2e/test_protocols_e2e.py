@@ -70,18 +70,23 @@ def test_reference_then_metaworld_plus(project):
             params["train"]["eval_episodes"], params["evaluate"]["episodes"]) == \
         (500, "resample", "v2", False, 50, 50)
     assert (params["env"]["eval_ends_at_success"], params["train"]["eval_stride"]) == (True, 2)
-    # One 500-step episode, evaluated before and after it (every second multiple of 250).
-    _set(project, **{"train.steps": 500, "train.long_steps": 500, "train.eval_every": 250,
-                     "train.checkpoint_every": 500})
+    # One 500-step episode, evaluated before and after it (every second multiple of 250). The
+    # preset's 50 evaluation episodes are checked above; here 5 of them (one per goal, each up to
+    # 500 steps) exercise the same evaluation at a tenth of its 75,000 environment steps, which
+    # makes the protocol one of the project's own (`custom`: validate refuses a preset's name on
+    # keys that differ from it).
+    _set(project, **{"protocol": "custom", "train.steps": 500, "train.long_steps": 500,
+                     "train.eval_every": 250, "train.checkpoint_every": 500,
+                     "train.eval_episodes": 5, "evaluate.episodes": 5})
     out = dvc(project, "repro", env_extra=NO_TRACKING).stdout
     assert "Running stage 'train@tiny_mtsac-1'" in out  # the environment keys changed
     curve = _curve(project)
     assert curve["step"].tolist() == [0, 500]
     assert curve["train_episodes"].tolist() == [0, 1]
-    # 50 evaluation episodes, one per goal: rates in fiftieths.
-    assert ((curve["success"] * 50).round(6) % 1 == 0).all()
+    # 5 evaluation episodes, one per goal: rates in fifths.
+    assert ((curve["success"] * 5).round(6) % 1 == 0).all()
     results = (project / "reports" / "results.md").read_text()
-    assert "protocol `metaworld-plus`" in results
+    assert "protocol `custom`" in results
     assert "each evaluation episode ending at success, evaluated every 500 vector steps" in results
     evaluation = yaml.safe_load((project / "data" / "eval" / "tiny_mtsac-1.json").read_text())
-    assert evaluation["episodes"] == 50
+    assert evaluation["episodes"] == 5
