@@ -49,24 +49,23 @@ def task_cache(tmp_path_factory) -> Path:
 # measured on a 2-core machine with `--durations=0`, in seconds of each file's tests): the long
 # pipelines spread over the workers and the short files fill in behind them, instead of one long
 # file running alone at the end.
-SLOWEST_FIRST = ("test_grid.py",            # 220
+SLOWEST_FIRST = ("test_grid.py",            # 225
                  "test_faults.py",          # 170
-                 "test_methods_e2e.py",     # ~95
+                 "test_methods_e2e.py",     # 120
                  "test_bench.py",           # 90
-                 "test_study_e2e.py",       # 90
-                 "test_pipeline_e2e.py",    # 75
-                 "test_bad_input.py",       # 75 (its stage-script cases share one process)
+                 "test_study_e2e.py",       # 85
+                 "test_bad_input.py",       # 65 (its stage-script cases share one process)
+                 "test_pipeline_e2e.py",    # 65
                  "test_ablation_e2e.py",    # 60
-                 "test_protocols_e2e.py",   # ~55
-                 "test_restored.py",        # 50
-                 "test_group.py",           # 45
-                 "test_stage_deps.py",      # 45
-                 "test_train_group.py",     # 35
-                 "test_tracking_concurrency.py",  # 30
-                 "test_gpu_path.py", "test_threads.py", "test_api.py", "test_envs.py",  # 25-28
-                 "test_loop.py", "test_docs.py", "test_thread_count.py",  # 18-22
-                 "test_import_layers.py", "test_grid_address.py", "test_counting.py",  # 13-18
-                 "test_views.py", "test_eval_tasks.py", "test_bench_record.py")  # 10-12
+                 "test_protocols_e2e.py",   # 60
+                 "test_group.py", "test_gpu_path.py", "test_restored.py",  # 50
+                 "test_train_group.py",     # 37
+                 "test_stage_deps.py", "test_api.py",  # 32-33
+                 "test_loop.py", "test_threads.py",  # 28-29
+                 "test_tracking_concurrency.py", "test_docs.py", "test_thread_count.py",  # 22-24
+                 "test_envs.py", "test_import_layers.py",  # 17-19
+                 "test_grid_address.py", "test_bench_record.py", "test_counting.py",  # 11-13
+                 "test_eval_tasks.py", "test_views.py")  # 11
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
