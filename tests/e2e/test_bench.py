@@ -59,6 +59,7 @@ def test_quick_benchmark_prints_and_records_the_environment_loop_study_gpu_and_n
     (target,) = [t for t in record["targets"] if "node" in t["target"]]
     assert target["status"] == "not measured"  # a GPU node's target
     # --quick measures the study's first row: its loop against collection + matrix work.
+    assert record["study"]["device"] == "cpu" and record["study"]["threads"] == 1
     (row,) = record["study"]["rows"].values()
     assert row["experiment"] == "mt10_mtsac" and row["batch"] == 128
     assert row["floor_ms"] == row["collection_ms"] + row["update_matrix_ms"] > 0

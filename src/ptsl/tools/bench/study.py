@@ -5,10 +5,15 @@ the floor its two parts need: collection at the measured rate plus the update's 
 the GEMM rate. For a row whose seeds a group updates as one (:mod:`ptsl.core.agent.group`),
 the update of a group of :data:`GROUP_SEEDS` seeds is timed in the same rounds: its time per
 seed, its speed-up over one seed's update, and the loop over its floor a group's seeds would
-reach with the same collection (an estimate: the loop itself does not yet run groups)."""
+reach with the same collection (an estimate: the loop itself does not yet run groups).
+
+A CPU section on every machine: its floor is one core's GEMM rate and collection, so on a CUDA
+machine the loop runs on one CPU thread too, and every column comes from one device (a lease of
+2026-11-28 showed the loop on the GPU beside parts on the CPU: loop/floor 0.26-0.39)."""
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -77,6 +82,20 @@ def measure_study(study: Path, runtime: Runtime, task_cache: Path | None, *, rou
     """Per row of the study's params (``first_only``: its first row, a smoke run): loop, update
     and collection, and the loop over its floor."""
     params = load_params(study / "params.yaml")
+    runtime = dataclasses.replace(runtime, device="cpu", threads=1)
+    prior = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        rows = _rows(params, runtime, task_cache, rounds=rounds, warmup=warmup,
+                     measured=measured, first_only=first_only, progress=progress)
+    finally:
+        torch.set_num_threads(prior)
+    return {"study": str(study), "device": "cpu", "threads": 1, "rows": rows}
+
+
+def _rows(params: Any, runtime: Runtime, task_cache: Path | None, *, rounds: int,
+          warmup: int, measured: int, first_only: bool,
+          progress: Callable[[str], None] | None) -> dict[str, Any]:
     device = torch.device("cpu")
     rows: dict[str, Any] = {}
     for name in params.trained[:1] if first_only else params.trained:
@@ -124,4 +143,4 @@ def measure_study(study: Path, runtime: Runtime, task_cache: Path | None, *, rou
             rows[label].update({"group_seeds": GROUP_SEEDS, "group_update_ms_per_seed": per_seed,
                                 "group_update_speedup": update_ms / per_seed,
                                 "group_loop_over_floor_estimate": group_loop / floor_ms})
-    return {"study": str(study), "rows": rows}
+    return rows

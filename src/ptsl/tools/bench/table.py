@@ -53,7 +53,7 @@ def _updates(up: dict[str, Any]) -> None:
 
 
 def _study(study: dict[str, Any]) -> None:
-    print(f"\nStudy {study['study']}, one thread   vector steps/s  loop ms  update ms  "
+    print(f"\nStudy {study['study']}, one CPU thread   vector steps/s  loop ms  update ms  "
           "collection ms  floor ms  loop/floor")
     for name, r in study["rows"].items():
         print(f"  {name:<30} {r['vector_steps_per_s']:>14.1f} {r['loop_ms']:>8.1f} "
