@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# End study mt10-b1280 once every run is recorded here (continue.sh, harvest.sh): show that this
+# checkout's code writes the bytes the study's code wrote (each row 2,000 vector steps, seed 1,
+# with the fixed checkout's src/ as the code before), record the study's stages against this code
+# (their outputs' hashes kept), then restore its runs, evaluate and aggregate with this code as
+# `make study-mt10-b1280` does. Nothing is recorded when a run is missing or a byte differs.
+#   studies/mt10-b1280/finish.sh          (STUDY_CHECKOUT: the fixed checkout, as continue.sh)
+set -euo pipefail
+root=$(git -C "$(dirname "$0")" rev-parse --show-toplevel)
+wt=${STUDY_CHECKOUT:-$root/../study-run}
+study=studies/mt10-b1280
+[ -d "$wt/src" ] || { echo "error: $wt: no checkout of the study's code (continue.sh makes it)" >&2; exit 2; }
+cd "$root"
+export PATH="$root/.venv/bin:$PATH" DVC_NO_ANALYTICS=1
+# Every training and evaluation stage of the study has its dvc.lock entry (recorded runs).
+missing=$(cd "$study" && comm -23 <(dvc stage list --name-only | grep -E '^(train|evaluate)' | sort) \
+  <(sed -n 's/^  \([a-z_]*@[^:]*\):$/\1/p' dvc.lock | sort))
+[ -z "$missing" ] || { echo "error: $study/dvc.lock: $(echo "$missing" | wc -l) stage(s) not recorded yet" \
+  "(first: $(echo "$missing" | head -1)); allowed: a study whose every run is recorded (harvest.sh)" >&2; exit 2; }
+python -m ptsl.tools.same_bytes --params "$study/params.yaml" --steps 2000 --before "$wt" \
+  --out "$study/same_bytes.json"
+python -m ptsl.ops.relock --study mt10-b1280 --all
+make study-mt10-b1280
+echo "finished: commit $study/dvc.lock, $study/same_bytes.json, $study/reports and README.md"
