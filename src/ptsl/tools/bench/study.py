@@ -88,9 +88,11 @@ def measure_study(study: Path, runtime: Runtime, task_cache: Path | None, *, rou
     try:
         rows = _rows(params, runtime, task_cache, rounds=rounds, warmup=warmup,
                      measured=measured, first_only=first_only, progress=progress)
+        threads = torch.get_num_threads()  # after the loops: what they ran with
     finally:
         torch.set_num_threads(prior)
-    return {"study": str(study), "device": "cpu", "threads": 1, "rows": rows}
+    return {"study": str(study), "device": str(runtime.torch_device()), "threads": threads,
+            "rows": rows}
 
 
 def _rows(params: Any, runtime: Runtime, task_cache: Path | None, *, rounds: int,
