@@ -12,11 +12,22 @@ study=studies/mt10-b1280
 [ -d "$wt/src" ] || { echo "error: $wt: no checkout of the study's code (continue.sh makes it)" >&2; exit 2; }
 cd "$root"
 export PATH="$root/.venv/bin:$PATH" DVC_NO_ANALYTICS=1
-# Every training and evaluation stage of the study has its dvc.lock entry (recorded runs).
-missing=$(cd "$study" && comm -23 <(dvc stage list --name-only | grep -E '^(train|evaluate)' | sort) \
-  <(sed -n 's/^  \([a-z_]*@[^:]*\):$/\1/p' dvc.lock | sort))
-[ -z "$missing" ] || { echo "error: $study/dvc.lock: $(echo "$missing" | wc -l) stage(s) not recorded yet" \
-  "(first: $(echo "$missing" | head -1)); allowed: a study whose every run is recorded (harvest.sh)" >&2; exit 2; }
+# Every training stage of the study and its evaluation have their dvc.lock entries (recorded runs).
+python - "$study" <<'PY'
+import sys
+from pathlib import Path
+from ptsl.ops.grid import evaluation_of, pipeline_stages, training_stages
+from ptsl.ops.workspace import lock_stages
+folder = Path(sys.argv[1])
+names = pipeline_stages(folder)
+runs = [s for t in training_stages(names) for s in (t, *evaluation_of(t, names))]
+recorded = lock_stages(folder)
+missing = [s for s in runs if s not in recorded]
+if missing:
+    print(f"error: {folder}/dvc.lock: {len(missing)} stage(s) not recorded yet (first: "
+          f"{missing[0]}); allowed: a study whose every run is recorded (harvest.sh)", file=sys.stderr)
+    sys.exit(2)
+PY
 python -m ptsl.tools.same_bytes --params "$study/params.yaml" --steps 2000 --before "$wt" \
   --out "$study/same_bytes.json"
 python -m ptsl.ops.relock --study mt10-b1280 --all

@@ -98,7 +98,7 @@ def measure_study(study: Path, runtime: Runtime, task_cache: Path | None, *, rou
 def _rows(params: Any, runtime: Runtime, task_cache: Path | None, *, rounds: int,
           warmup: int, measured: int, first_only: bool,
           progress: Callable[[str], None] | None) -> dict[str, Any]:
-    device = torch.device("cpu")
+    device = runtime.torch_device()  # the CPU runtime measure_study passes
     rows: dict[str, Any] = {}
     for name in params.trained[:1] if first_only else params.trained:
         cfg = run_config(params, name, 1)
