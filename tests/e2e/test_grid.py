@@ -22,6 +22,7 @@ import pytest
 import yaml
 
 from ptsl.ops.grid import default_gpus_per_run, trained_here, why_trained
+from ptsl.ops.progress import bar_state
 from ptsl.ops.workspace import lock_stages, uncommitted_inputs
 
 from ..pipeline_project import dvc, env_for, make_project
@@ -101,6 +102,9 @@ def test_grid_trains_in_workers_and_fans_in_without_training(gridded):
     for stage in STAGES:
         evaluation = stage.replace("train@", "evaluate@")
         assert f"Running stage '{evaluation}'" in (logs / f"{stage}.log").read_text()
+        # The place the grid reports while a stage runs, read from its real log: here its end.
+        assert re.fullmatch(r"([\d,]+) of \1 steps \(100%\), [\d.]+ steps/s, 00:00 left",
+                            bar_state(logs / f"{stage}.log")), bar_state(logs / f"{stage}.log")
         assert f"Stage '{evaluation}' is cached - skipping run" in fan_in
     assert "Running stage 'evaluate@" not in fan_in
     for e in EXPERIMENTS:

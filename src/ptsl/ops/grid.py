@@ -39,6 +39,7 @@ from .cluster import (CONNECT_TIMEOUT_S, SHARED_FLAG, ClusterError, bounded, che
                       dvc_remotes, probe_cluster)
 from .mps import MpsDaemon, MpsError
 from .paths import SCRATCH, task_cache_dir
+from .progress import Progress
 from .stage import USER_ERRORS
 from .study import STUDIES, study_dirs, study_of
 from .tracking import TRACKING_ENV, close_orphans, experiment_name, prepare_store
@@ -210,23 +211,6 @@ def check_cluster(root: Path, address: str, remote_is_shared: bool) -> None:
         print(warning, file=sys.stderr, flush=True)
 
 
-class Progress:
-    """Counts of done / running / failed / left, printed whenever they change."""
-
-    def __init__(self, total: int) -> None:
-        self.total, self.done, self.failed = total, 0, 0
-        self.running: set[str] = set()
-        self._last = ""
-
-    def show(self) -> None:
-        left = self.total - self.done - self.failed - len(self.running)
-        line = (f"grid: {self.done} done, {len(self.running)} running, {self.failed} failed, "
-                f"{left} left of {self.total}")
-        if line != self._last:
-            print(line, flush=True)
-            self._last = line
-
-
 def _init_ray(args: argparse.Namespace):
     import logging
 
@@ -329,7 +313,7 @@ def fan_out(jobs: list[StageJob], res: Resources, retries: int, ray,
             waiting.remove(job)
             pending[remote.remote(job, board)] = job
 
-    progress, outcomes = Progress(len(jobs)), []
+    progress, outcomes = Progress(len(jobs), {j.stage: j.log for j in jobs}), []
     progress.show()
     try:
         while pending or waiting:
