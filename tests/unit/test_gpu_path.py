@@ -289,8 +289,12 @@ def _same_state(a, b) -> None:
     assert_same_training_state(a.training_state(), b.training_state())
 
 
-# Methods whose batched update keeps each seed's bits on CPU; the others agree to rounding.
-_GROUP_EXACT = {"mtsac", "mtsac_onehot", "sac_ptsl", "mhsac"}
+# Methods whose batched update keeps each seed's bits on CPU (every product through
+# ptsl.core.agent.nets.mlp.linear, which runs the seeds in turn on a host where its batched form
+# would not keep them); the others agree to rounding. Multi-head SAC's heads and MT-SAC+PTSL's
+# task layers multiply under torch's own batching rules: exact on the AVX-512 Xeons, not on an
+# AVX2-only AMD EPYC.
+_GROUP_EXACT = {"mtsac", "mtsac_onehot"}
 
 
 @pytest.mark.parametrize("name", list(METHODS))

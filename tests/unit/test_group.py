@@ -10,6 +10,7 @@ import torch
 from ptsl.core.agent.buffer import Batch
 from ptsl.core.agent.builders import Shapes, build_agent
 from ptsl.core.agent.group import SeedGroup, groupable
+from ptsl.core.agent.nets.mlp import Linear, batched_keeps_bits
 from ptsl.core.benchmarks import benchmark_tasks
 from ptsl.ops.params import load_params, run_config
 
@@ -72,6 +73,21 @@ def test_a_group_gives_every_seed_its_own_bits(experiment, seeds, batch, threads
             assert torch.equal(a.generator.get_state(), b.generator.get_state())
     finally:
         torch.set_num_threads(1)
+
+
+def test_a_group_batches_on_a_cpu_only_where_this_host_keeps_the_bits():
+    """On a CPU, an MT-SAC group goes through its networks as one exactly where this host's
+    batched product keeps each seed's bits at every Linear's shape (true on the AVX-512 Xeons,
+    false on an AVX2-only AMD EPYC); a method that does not batch on the host path never does."""
+    agents = _agents("mt10_mtsac", [1, 2], "studies/mt10-cpu/params.yaml", 128)
+    group = SeedGroup(agents)
+    shapes = [tuple(m.weight.shape) for net in (agents[0].actor, agents[0].critic)
+              for m in net.modules() if isinstance(m, Linear)]
+    assert len(shapes) >= 8  # the actor's and both critics' layers
+    for rows in (128, 10):
+        assert group.as_one(rows) == batched_keeps_bits(shapes, 2, rows)
+    assert not SeedGroup(_agents("mt10_care", [1, 2], "studies/mt10-cpu/params.yaml",
+                                 128)).as_one(128)
 
 
 def test_a_group_needs_matching_agents():

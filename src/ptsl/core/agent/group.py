@@ -24,10 +24,15 @@ Where the seeds batch: on the host path (the CPU loop) the task selections read 
 host (:class:`~ptsl.core.agent.nets.task_index.TaskIndex`), which ``vmap`` cannot batch, and only
 the methods of :data:`GROUPED_METHODS` have no such selection: the others' seeds update one after
 another (the same bits, no gain). On the device path (the agents' task index static, as the GPU
-path sets it) every method batches; there MT-SAC, multi-head SAC and MT-SAC+PTSL keep each
-seed's bits on CPU, and the others agree with each seed's own update to float rounding (their
-batched contractions sum in another order; tests/unit/test_group.py), as a GPU's kernels do
-anyway.
+path sets it) every method batches; there MT-SAC keeps each seed's bits on CPU (multi-head SAC
+and MT-SAC+PTSL too on the AVX-512 Xeons, not on an AMD EPYC), and the others agree with each seed's own update to float rounding (their batched
+contractions sum in another order; tests/unit/test_group.py), as a GPU's kernels do anyway.
+
+On a CPU the seeds go through their networks as one only where this host's batched product
+keeps each seed's bits at every Linear's shape (:meth:`SeedGroup.as_one`, asked once per row
+count): true on the AVX-512 Intel Xeons the groups were built on, false on an AVX2-only AMD
+EPYC, whose batched weight gradient of a layer with few outputs sums in another order. There
+the seeds act and update in turn: the same bits as alone, without the group's speed.
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ import torch
 from torch.func import vmap
 
 from .buffer import Batch
+from .nets.mlp import Linear, batched_keeps_bits
 from .sac import (LossNets, MultiTaskSAC, actor_losses, critic_loss, one_cpu_thread,
                   squashed_sample, to_host, update_losses)
 
@@ -126,6 +132,24 @@ class SeedGroup:
         self.static = all(a.task_index.static for a in self.agents)
         self.batched = groupable(first.meta.get("config", {}).get("experiment", {})
                                  .get("method", ""), static_index=self.static)
+        self._keeps_bits: dict[int, bool] = {}  # rows -> this CPU's answer (:meth:`as_one`)
+
+    def as_one(self, rows: int) -> bool:
+        """Whether inputs of ``rows`` rows go through the seeds' networks as one: a batched
+        group, and on a CPU only where this host's batched products keep each seed's bits at
+        every Linear's shape (:func:`~ptsl.core.agent.nets.mlp.batched_keeps_bits`, asked once
+        per row count); elsewhere the seeds act and update in turn, with the same bits."""
+        if not self.batched:
+            return False
+        t = self.template
+        if t.device.type != "cpu":
+            return True
+        if rows not in self._keeps_bits:
+            shapes = [tuple(m.weight.shape) for net in (t.actor, t.critic, t.task_encoder)
+                      if net is not None for m in net.modules() if isinstance(m, Linear)]
+            with one_cpu_thread(t.device):
+                self._keeps_bits[rows] = batched_keeps_bits(shapes, len(self.agents), rows)
+        return self._keeps_bits[rows]
 
     def act(self, obs: Sequence[np.ndarray], tasks: Sequence[np.ndarray],
             deterministic: bool = False) -> list[np.ndarray]:
@@ -135,7 +159,7 @@ class SeedGroup:
         generator, one read to the host; elsewhere each seed acts in turn (on a CPU a batched
         element-wise op would meet some of a seed's elements in another part of its vector
         loop than the seed's own small act does)."""
-        if not (self.batched and self.static):
+        if not (self.static and self.as_one(len(obs[0]))):
             return [a.act(o, t, deterministic) for a, o, t in zip(self.agents, obs, tasks)]
         t = self.template
         with torch.inference_mode(), one_cpu_thread(t.device):
@@ -162,7 +186,7 @@ class SeedGroup:
         :meth:`MultiTaskSAC.update` returns them."""
         if len(batches) != len(self.agents):
             raise ValueError(f"{len(self.agents)} seeds but {len(batches)} batches")
-        if not self.batched:
+        if not self.as_one(batches[0].obs.shape[0]):
             return [a.update(b) for a, b in zip(self.agents, batches)]
         with one_cpu_thread(self.template.device):
             return self._update(batches)
