@@ -17,7 +17,7 @@ TAIL_BYTES = 8192
 
 # The training loop's tqdm bar (ptsl.core.loop): "desc:  35%|███▍  | 34820/100000
 # [37:12<1:08:48, 15.79step/s, success=0.20]"; below one step a second tqdm writes "s/step".
-_BAR = re.compile(r"(\d+)/(\d+) \[([\d:]+)<([\d:?]+), *([\d.]+|\?)(step/s|s/step)")
+_BAR = re.compile(r"(\d+)/(\d+) \[[\d:]+<([\d:?]+), *([\d.]+|\?)(step/s|s/step)")
 
 
 def bar_state(log: Path) -> str | None:
@@ -34,7 +34,7 @@ def bar_state(log: Path) -> str | None:
     for line in reversed(re.split(r"[\r\n]", tail)):
         m = _BAR.search(line)
         if m:
-            done, total, _, left, rate, unit = m.groups()
+            done, total, left, rate, unit = m.groups()
             n, t = int(done), int(total)
             if rate == "?":
                 speed = "rate not known yet"

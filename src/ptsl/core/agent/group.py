@@ -25,8 +25,9 @@ host (:class:`~ptsl.core.agent.nets.task_index.TaskIndex`), which ``vmap`` canno
 the methods of :data:`GROUPED_METHODS` have no such selection: the others' seeds update one after
 another (the same bits, no gain). On the device path (the agents' task index static, as the GPU
 path sets it) every method batches; there MT-SAC keeps each seed's bits on CPU (multi-head SAC
-and MT-SAC+PTSL too on the AVX-512 Xeons, not on an AMD EPYC), and the others agree with each seed's own update to float rounding (their batched
-contractions sum in another order; tests/unit/test_group.py), as a GPU's kernels do anyway.
+and MT-SAC+PTSL too on the AVX-512 Xeons, not on an AMD EPYC), and the others agree with each
+seed's own update to float rounding (their batched contractions sum in another order;
+tests/unit/test_group.py), as a GPU's kernels do anyway.
 
 On a CPU the seeds go through their networks as one only where this host's batched product
 keeps each seed's bits at every Linear's shape (:meth:`SeedGroup.as_one`, asked once per row
