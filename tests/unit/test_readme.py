@@ -18,7 +18,8 @@ def test_readme_results_block_matches_reports():
 
 
 def test_the_readme_reads_in_a_minute():
-    assert len((ROOT / "README.md").read_text().splitlines()) <= 180
+    # Two studies' generated blocks (about 25 lines each) are part of the page.
+    assert len((ROOT / "README.md").read_text().splitlines()) <= 200
 
 
 def test_render_points_links_into_reports():
