@@ -26,12 +26,12 @@ PUB = Published.load(ROOT / PUBLISHED)
 ROWS = ["mt10_care", "mt10_care_ptsl", "mt10_mtsac"]
 
 
-def _params(contrasts, seeds=(1, 2, 3, 4)):
+def _params(contrasts, seeds=(1, 2, 3, 4), **table):
     raw = copy.deepcopy(RAW)
     raw["seeds"] = raw["long_seeds"] = list(seeds)
     for budget in raw["budgets"].values():
         budget["seeds"] = budget["long_seeds"] = list(seeds)
-    raw["tables"] = {"t": {"title": "T", "rows": ROWS, "contrasts": contrasts}}
+    raw["tables"] = {"t": {"title": "T", "rows": ROWS, "contrasts": contrasts, **table}}
     raw["report"].update({"bootstrap_reps": 50, "metric": "training"})
     return parse_params(raw)
 
@@ -96,6 +96,30 @@ def test_the_reports_carry_the_contrasts(tmp_path):
     results = (tmp_path / "results.md").read_text()
     summary = results[:results.index("<!-- summary:end -->")]
     assert "**Primary.**" in results and "**Primary.**" not in summary  # the README's own block
+
+
+def test_an_unpublished_row_stands_beside_no_published_value():
+    # A study's control runs a method the paper reports, at a width it does not: the paper's
+    # value stands beside the method's own row only, and no contrast with the control is
+    # given a published difference.
+    p = _params(CONTRASTS)
+    assert {name for name, _ in beside(p, p.tables["t"], PUB).cells} == set(ROWS)
+    p = _params(CONTRASTS, unpublished=["mt10_care"])
+    table = p.tables["t"]
+    shown = beside(p, table, PUB)
+    assert {name for name, _ in shown.cells} == {"mt10_care_ptsl", "mt10_mtsac"}
+    got = paired_contrasts(p, table, records(p).curves, shown)
+    assert [c.published for c in got] == [None, None]
+    p = _params(CONTRASTS, unpublished=["mt10_mtsac"])
+    got = paired_contrasts(p, p.tables["t"], records(p).curves, beside(p, p.tables["t"], PUB))
+    assert got[0].published is not None and got[1].published is None
+
+
+def test_an_unpublished_row_must_be_a_row_of_the_table():
+    with pytest.raises(ConfigError) as err:
+        _params(CONTRASTS, unpublished=["mt10_softmod"])
+    assert str(err.value) == ("tables.t.unpublished: 'mt10_softmod' is not a row of the table; "
+                              "allowed: mt10_care, mt10_care_ptsl, mt10_mtsac")
 
 
 @pytest.mark.parametrize("contrasts, message", [

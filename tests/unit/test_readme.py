@@ -18,8 +18,8 @@ def test_readme_results_block_matches_reports():
 
 
 def test_the_readme_reads_in_a_minute():
-    # Two studies' generated blocks (about 25 lines each) are part of the page.
-    assert len((ROOT / "README.md").read_text().splitlines()) <= 200
+    # A study's block (render_study) leaves its protocol and metric lines to its results.md.
+    assert len((ROOT / "README.md").read_text().splitlines()) <= 180
 
 
 def test_render_points_links_into_reports():
@@ -82,11 +82,15 @@ def test_a_study_block_is_rendered_from_its_reports_and_a_pending_one_kept(tmp_p
               f"{pending[1]}\nend\n")
     reports = tmp_path / "studies" / "done" / "reports"
     reports.mkdir(parents=True)
-    (reports / "results.md").write_text(f"{SUMMARY_START}\n**T** ![c](figures/t.png)\n"
-                                        f"{SUMMARY_END}\n")
+    (reports / "results.md").write_text(
+        f"{SUMMARY_START}\nProtocol: p.\n\nMetric: m.\n\n**T**\n\n| a |\n\n![c](figures/t.png)\n"
+        f"{SUMMARY_END}\n")
     out = with_studies(readme, tmp_path)
-    assert "running" not in out and "](studies/done/reports/figures/t.png)" in out
-    assert "[studies/done/reports/results.md](studies/done/reports/results.md)" in out
+    # The protocol and metric stay in results.md, which the title links.
+    assert f"{done[0]}\nStudy `done`: **T** (protocol, metric and every table: " \
+           "[studies/done/reports/results.md](studies/done/reports/results.md))\n\n| a |\n\n" \
+           f"![c](studies/done/reports/figures/t.png)\n{done[1]}" in out
+    assert "Protocol" not in out and "Metric" not in out
     assert f"{pending[0]}\n1 of 5 runs\n{pending[1]}" in out
     assert out.startswith("intro\n") and "\nmiddle\n" in out and out.endswith("end\n")
 

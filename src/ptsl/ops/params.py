@@ -52,12 +52,15 @@ class TableConfig(Section):
     ``at: short`` reports ``train.steps`` over all ``seeds``; ``at: long`` reports
     ``train.long_steps`` over ``long_seeds``. Both read the same runs' evaluation curves.
     ``contrasts`` lists paired differences between its rows, reported under it.
+    ``unpublished`` names rows no published value stands beside: a control of a study's own
+    (CARE at another width), which a source's value for its method would otherwise match.
     """
 
     title: StrictStr
     rows: tuple[StrictStr, ...]
     at: Literal["short", "long"] = "short"
     contrasts: tuple[ContrastConfig, ...] = ()
+    unpublished: tuple[StrictStr, ...] = ()
 
 
 class PublishedSteps(Section):
@@ -344,6 +347,10 @@ def _parse_tables(raw: Any, experiments: Mapping[str, ExperimentConfig],
             if table.at == "long" and not experiments[row].long:
                 raise ConfigError(f"{key}.rows: {row!r} must set long: true to be reported at "
                                   "train.long_steps")
+        for row in table.unpublished:
+            if row not in table.rows:
+                raise ConfigError(f"{key}.unpublished: {row!r} is not a row of the table; "
+                                  f"allowed: {', '.join(table.rows)}")
         if len({experiments[r].benchmark for r in table.rows}) > 1:
             raise ConfigError(f"{key}.rows: all rows must share one benchmark")
         for c in table.contrasts:

@@ -93,11 +93,14 @@ def published_step(params: Params, table: TableConfig) -> int:
 
 
 def beside(params: Params, table: TableConfig, published: Published) -> Beside:
-    """The published values that stand beside ``table``'s rows."""
+    """The published values that stand beside ``table``'s rows (none beside its
+    ``unpublished`` rows)."""
     out = Beside(step=published_step(params, table))
     # A value at the other kind of table's step stands beside that table instead.
     table_steps = {params.report.published_steps.short, params.report.published_steps.long}
     for name in table.rows:
+        if name in table.unpublished:
+            continue
         exp = params.experiments[name]
         for metric in METRICS:
             for source, value in published.values_for(exp, metric):

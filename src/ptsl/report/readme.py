@@ -4,7 +4,8 @@ reports/results.md, since at the small budget its tables check the pipeline rath
 methods. ``make repro`` runs this after ``dvc repro``; a test fails when the README is out of date.
 
 A study's summary goes between its own markers (``<!-- study NAME results:start -->`` and
-``... results:end -->``) from ``studies/NAME/reports/results.md`` once its aggregate has run,
+``... results:end -->``) from ``studies/NAME/reports/results.md`` once its aggregate has run
+(its tables and notes; the protocol and metric lines stay in results.md, linked from the title),
 with a line on how long it took from ``studies/NAME/time.json`` where there is one; until then
 what stands between them (a status line) is left as it is.
 
@@ -36,20 +37,25 @@ STUDY_BLOCK = re.compile(r"<!-- study (?P<name>[A-Za-z0-9_.-]+) results:start --
                          r"<!-- study (?P=name) results:end -->", re.S)
 
 
-def render(results_md: str, reports_prefix: str = "reports/",
-           markers: tuple[str, str] = (START, END)) -> str:
-    """The README block: results.md's summary with its relative links pointing into
-    ``reports_prefix``, and a link to every table, between ``markers``."""
+def _summary(results_md: str, reports_prefix: str) -> str:
+    """results.md's summary with its relative links pointing into ``reports_prefix``."""
     i, j = results_md.find(SUMMARY_START), results_md.find(SUMMARY_END)
     if i < 0 or j < i:
         raise ValueError(f"results.md has no {SUMMARY_START} ... {SUMMARY_END} block; run "
                          "`dvc repro` to rebuild it")
     summary = results_md[i + len(SUMMARY_START):j].strip()
-    body = re.sub(r"\]\((?!https?:)([^)]+)\)", lambda m: f"]({reports_prefix}{m.group(1)})",
+    return re.sub(r"\]\((?!https?:)([^)]+)\)", lambda m: f"]({reports_prefix}{m.group(1)})",
                   summary)
+
+
+def render(results_md: str, reports_prefix: str = "reports/",
+           markers: tuple[str, str] = (START, END)) -> str:
+    """The README block: results.md's summary with its relative links pointing into
+    ``reports_prefix``, and a link to every table, between ``markers``."""
     full = f"{reports_prefix}results.md"
-    return (f"{markers[0]}\n{body}\n\nEvery table with its notes, figures and the sources of the "
-            f"published values: [{full}]({full}).\n{markers[1]}")
+    return (f"{markers[0]}\n{_summary(results_md, reports_prefix)}\n\nEvery table with its "
+            f"notes, figures and the sources of the published values: [{full}]({full}).\n"
+            f"{markers[1]}")
 
 
 def render_check(results_md: str) -> str:
@@ -86,16 +92,26 @@ def time_line(name: str, record: Mapping[str, Any], figure: bool = False) -> str
             + (f"; {elsewhere} more run(s) logged to another store" if elsewhere else "") + ".")
 
 
+#: The summary's paragraphs a study's README block leaves to its results.md: the protocol and
+#: the metric, a long line each, the same words for every study.
+_LEFT_TO_RESULTS = ("Protocol: ", "Metric: ")
+
+
 def render_study(name: str, results_md: str, time_record: Mapping[str, Any] | None = None,
                  timeline: bool = False) -> str:
-    """Study ``name``'s README block from its reports/results.md, with one line from its time
-    record where it has one (and a link to its timeline figure where ``timeline``)."""
-    block = render(results_md, f"studies/{name}/reports/", study_markers(name))
+    """Study ``name``'s README block from its reports/results.md: each headline table under its
+    title, which names the study and links results.md (protocol, metric, every table), with
+    the table's notes and figure, and one line from its time record where it has one (and a
+    link to its timeline figure where ``timeline``)."""
+    prefix = f"studies/{name}/reports/"
+    full = f"{prefix}results.md"
+    parts = [p for p in _summary(results_md, prefix).split("\n\n")
+             if not p.startswith(_LEFT_TO_RESULTS)]
+    parts = [f"Study `{name}`: {p} (protocol, metric and every table: [{full}]({full}))"
+             if re.fullmatch(r"\*\*[^\n]+\*\*", p) else p for p in parts]
     line = time_line(name, time_record, timeline) if time_record else ""
-    if not line:
-        return block
-    head, end = block.rsplit("\n", 1)
-    return f"{head}\n\n{line}\n{end}"
+    start, end = study_markers(name)
+    return f"{start}\n" + "\n\n".join(parts + ([line] if line else [])) + f"\n{end}"
 
 
 def study_time_record(folder: Path) -> dict[str, Any] | None:
