@@ -149,3 +149,12 @@ def test_the_contrasts_block_sets_each_studys_contrasts_side_by_side(tmp_path):
     # The project's own README shows what its studies report.
     text = (ROOT / "README.md").read_text()
     assert with_contrasts(text, ROOT) == text, "README is stale: run `python -m ptsl.report.readme`"
+
+
+def test_a_study_block_without_a_headline_table_still_links_its_results():
+    from ptsl.report.readme import render_study, study_markers
+
+    block = render_study("s", f"{SUMMARY_START}\nProtocol: p.\n\nMetric: m.\n{SUMMARY_END}\n")
+    start, end = study_markers("s")
+    assert block == (f"{start}\nStudy `s`: protocol, metric and every table: "
+                     f"[studies/s/reports/results.md](studies/s/reports/results.md).\n{end}")

@@ -107,8 +107,12 @@ def render_study(name: str, results_md: str, time_record: Mapping[str, Any] | No
     full = f"{prefix}results.md"
     parts = [p for p in _summary(results_md, prefix).split("\n\n")
              if not p.startswith(_LEFT_TO_RESULTS)]
-    parts = [f"Study `{name}`: {p} (protocol, metric and every table: [{full}]({full}))"
-             if re.fullmatch(r"\*\*[^\n]+\*\*", p) else p for p in parts]
+    link = f"protocol, metric and every table: [{full}]({full})"
+    titled = [f"Study `{name}`: {p} ({link})" if re.fullmatch(r"\*\*[^\n]+\*\*", p) else p
+              for p in parts]
+    if titled == parts:  # no headline table: the link on a line of its own
+        titled.append(f"Study `{name}`: {link}.")
+    parts = titled
     line = time_line(name, time_record, timeline) if time_record else ""
     start, end = study_markers(name)
     return f"{start}\n" + "\n\n".join(parts + ([line] if line else [])) + f"\n{end}"
