@@ -91,6 +91,24 @@ def whole(minimum: int, maximum: int | None = None) -> Callable[[str], int]:
     return parse
 
 
+def real(low: float, high: float | None = None) -> Callable[[str], float]:
+    """An argparse ``type``: a number above ``low`` and below ``high`` (None: no bound),
+    refused in one line that says what is allowed."""
+    allowed = (f"a number above {low:g}" if high is None
+               else f"a number between {low:g} and {high:g}, both excluded")
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r}; allowed: {allowed}") from None
+        if not (value > low and (high is None or value < high)):  # NaN fails too
+            raise argparse.ArgumentTypeError(f"{text!r}; allowed: {allowed}")
+        return value
+
+    return parse
+
+
 def run(main: Callable[[], int | None],
         errors: tuple[type[BaseException], ...] = ()) -> NoReturn:
     """Run a command's ``main`` and exit with its status (None: 0). One of :data:`USER_ERRORS`,
