@@ -96,6 +96,9 @@ def test_the_reports_carry_the_contrasts(tmp_path):
     results = (tmp_path / "results.md").read_text()
     summary = results[:results.index("<!-- summary:end -->")]
     assert "**Primary.**" in results and "**Primary.**" not in summary  # the README's own block
+    # The contrasts' figure, linked beside the table's other figures.
+    assert (tmp_path / "figures" / "t_contrasts.png").read_bytes()[:4] == b"\x89PNG"
+    assert "![T paired contrasts](figures/t_contrasts.png)" in results
 
 
 def test_an_unpublished_row_stands_beside_no_published_value():

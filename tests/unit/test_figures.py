@@ -1,4 +1,5 @@
-"""Report figures render valid PNGs atomically, for one seed and for 50 tasks."""
+"""Report figures render valid PNGs atomically, for one seed and for 50 tasks, and paired
+contrasts."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from ptsl.report.figures import plot_curves, plot_task_heatmap, seed_mean_band, short_task_name
+from ptsl.report.figures import (ContrastRow, plot_contrasts, plot_curves, plot_task_heatmap,
+                                 seed_mean_band, short_task_name)
 
 
 def _curves(experiments: int, seeds: int, steps: int = 6, seed: int = 0) -> pd.DataFrame:
@@ -139,3 +141,29 @@ def test_plot_curves_draws_published_points_of_plotted_rows_only(tmp_path):
     assert out.stat().st_size > 0
     with pytest.raises(ValueError, match=r"published points for experiments \['b'\]"):
         plot_curves(curves, ["a"], tmp_path / "d.png", "t", 20, rng, points=[("b", 10, 0.3)])
+
+
+def test_paired_contrasts_draw_a_line_each_reproducibly(tmp_path):
+    rows = [ContrastRow("A − B", [0.1, -0.05, 0.02], (-0.12, 0.16), 0.09, True),
+            ContrastRow("C − B", [0.0, 0.04], (-0.2, 0.24)),
+            ContrastRow("D − B", [0.03], (float("nan"), float("nan")))]  # one pair: no interval
+    one, three = tmp_path / "a" / "one.png", tmp_path / "b" / "three.png"
+    plot_contrasts(rows[:1], one, "T", "difference")
+    plot_contrasts(rows, three, "T", "difference")
+    (w1, h1), (w3, h3) = _png_size(one), _png_size(three)
+    assert w1 == w3 and h3 > h1  # a line per contrast
+    _only(tmp_path / "b", three)
+    again = tmp_path / "again.png"
+    plot_contrasts(rows, again, "T", "difference")
+    assert again.read_bytes() == three.read_bytes()
+    unpublished = tmp_path / "unpublished.png"
+    plot_contrasts([rows[0]._replace(published=None)] + rows[1:], unpublished, "T", "difference")
+    assert unpublished.read_bytes() != three.read_bytes()  # the published cross is drawn
+
+
+def test_paired_contrasts_refuse_nothing_to_draw(tmp_path):
+    with pytest.raises(ValueError, match="no contrasts to plot"):
+        plot_contrasts([], tmp_path / "x.png", "T", "d")
+    with pytest.raises(ValueError, match=r"contrasts without differences: \['A − B'\]"):
+        plot_contrasts([ContrastRow("A − B", [], (0.0, 0.0))], tmp_path / "x.png", "T", "d")
+    assert not (tmp_path / "x.png").exists()

@@ -140,8 +140,12 @@ def test_the_contrasts_block_sets_each_studys_contrasts_side_by_side(tmp_path):
         (folder / "reports" / "tables").mkdir(parents=True)
         shutil.copy(ROOT / "studies" / "mt10-cpu" / "params.yaml", folder / "params.yaml")
         (folder / "reports" / "tables" / "t_contrasts.csv").write_text(head + "\n".join(lines))
+    (tmp_path / "studies" / "a" / "reports" / "figures").mkdir()
+    (tmp_path / "studies" / "a" / "reports" / "figures" / "t_contrasts.png").write_bytes(b"")
     view = contrasts_view(tmp_path)
-    assert view.splitlines()[1] == "| contrast (paired by seed) | a (batch 128) | b (batch 128) |"
+    assert view.splitlines()[1] == (
+        "| contrast (paired by seed) | a (batch 128; "
+        "[figure](studies/a/reports/figures/t_contrasts.png)) | b (batch 128) |")
     assert "| X − Y | +0.050 [-0.100, +0.200], 2 pair(s) (primary) | — |" in view
     assert "| Z − Y | — | -0.200 no interval, 1 pair(s) |" in view
     readme = f"intro\n{CONTRASTS[0]}\nold\n{CONTRASTS[1]}\nend\n"

@@ -130,7 +130,8 @@ CONTRASTS = ("<!-- studies contrasts:start -->", "<!-- studies contrasts:end -->
 def contrasts_view(root: Path) -> str:
     """The studies' paired contrasts side by side (between :data:`CONTRASTS`): for every
     contrast any study reports (``studies/<name>/reports/tables/*_contrasts.csv``), its mean
-    difference [95% interval] and number of pairs in each study, with each study's batch."""
+    difference [95% interval] and number of pairs in each study, with each study's batch and a
+    link to its contrasts figure where the aggregate drew one."""
     import pandas as pd
 
     from ..ops.params import load_params
@@ -143,7 +144,11 @@ def contrasts_view(root: Path) -> str:
         if not files:
             continue
         params = load_params(folder.parent.parent / "params.yaml")
-        columns.append((name, f"{name} (batch {params.sac.batch_size:,})"))
+        # Each table's contrasts figure (the aggregate's figures/<table>_contrasts.png).
+        figures = [f"[figure](studies/{name}/reports/figures/{path.stem}.png)" for path in files
+                   if (folder.parent / "figures" / f"{path.stem}.png").is_file()]
+        columns.append((name, f"{name} (batch {params.sac.batch_size:,}"
+                              + "".join(f"; {f}" for f in figures) + ")"))
         for path in files:
             frame = pd.read_csv(path)
             for (label, minus), g in frame.groupby(["label", "minus_label"], sort=False):

@@ -25,7 +25,7 @@ from ..ops.params import Params, TableConfig
 from .comparison import METRICS, Beside, beside, earlier_columns, published_elsewhere
 from .contrasts import contrasts_frame, contrasts_markdown, learned_tasks, paired_contrasts
 from .datafiles import write_data_files
-from .figures import plot_curves, plot_task_heatmap
+from .figures import ContrastRow, plot_contrasts, plot_curves, plot_task_heatmap
 from .inputs import RunRecords
 from .markdown import TableReport, results_markdown, table_markdown, table_title
 from .protocol_record import protocol_record
@@ -228,7 +228,8 @@ def _build_reports(params: Params, records: RunRecords, published: Published,
         frame, per_task, shown = table_frame(params, table, records, published, rng)
         step, seeds = params.table_step(table), params.table_seeds(table)
         labels = {n: params.experiments[n].label or n for n in table.rows}
-        contrasts_md = ""
+        contrasts_md, contrasts_fig = "", ""
+        title = table_title(params, table)
         if table.contrasts:
             contrasts = paired_contrasts(params, table, records.curves, shown)
             contrasts_md = contrasts_markdown(
@@ -236,11 +237,19 @@ def _build_reports(params: Params, records: RunRecords, published: Published,
                 per_task[table.rows[0]][1], metric, step)
             write_atomic(out_dir / "tables" / f"{tname}_contrasts.csv",
                          contrasts_frame(contrasts, labels).to_csv(index=False))
+            contrasts_png = out_dir / "figures" / f"{tname}_contrasts.png"
+            plot_contrasts([ContrastRow(f"{labels[c.row]} − {labels[c.minus]}", c.differences,
+                                        c.interval(), c.published, c.primary)
+                            for c in contrasts], contrasts_png,
+                           f"{title}: paired contrasts, {len(seeds)} seed(s)",
+                           f"difference in {metric} success at {step:,} vector steps per task "
+                           "(each run's mean over tasks, paired by seed)")
+            contrasts_fig = f" ![{table.title} paired contrasts](figures/{contrasts_png.name})"
+            written[f"{tname}_contrasts"] = contrasts_png
         md = table_markdown(frame, table, params, shown)
         md += f"\n{contrasts_md}" if contrasts_md else ""
         write_atomic(out_dir / "tables" / f"{tname}.md", md)
         write_atomic(out_dir / "tables" / f"{tname}.csv", frame.to_csv(index=False))
-        title = table_title(params, table)
         sub = records.curves[(records.curves["step"] <= step)
                              & records.curves["seed"].isin(seeds)]
         curves_png = out_dir / "figures" / f"{tname}_curves.png"
@@ -258,7 +267,8 @@ def _build_reports(params: Params, records: RunRecords, published: Published,
                     if tname in sheets else "")
         reports.append(TableReport(
             tname, table, frame, shown, md + f"\n![{table.title} curves](figures/"
-            f"{curves_png.name}) ![{table.title} per task](figures/{tasks_png.name}){rollouts}\n",
+            f"{curves_png.name}) ![{table.title} per task](figures/{tasks_png.name})"
+            f"{contrasts_fig}{rollouts}\n",
             curves_png.name, contrasts_md))
         # The headline number of every table row: the headline metric's mean over seeds at the
         # table's step (`short` or `long`; the same in every table listing that row).
