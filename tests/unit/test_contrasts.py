@@ -101,6 +101,14 @@ def test_the_reports_carry_the_contrasts(tmp_path):
     assert "![T paired contrasts](figures/t_contrasts.png)" in results
 
 
+def test_contrasts_without_pairs_are_reported_and_drawn(tmp_path):
+    # No training episode finished by the step: no seed has a training score for both rows.
+    p = _params(CONTRASTS)
+    write_reports(p, records(p, episodes=lambda s: 0), PUB, tmp_path)
+    assert "0 pair(s), too few for an interval" in (tmp_path / "tables" / "t.md").read_text()
+    assert (tmp_path / "figures" / "t_contrasts.png").read_bytes()[:4] == b"\x89PNG"
+
+
 def test_an_unpublished_row_stands_beside_no_published_value():
     # A study's control runs a method the paper reports, at a width it does not: the paper's
     # value stands beside the method's own row only, and no contrast with the control is

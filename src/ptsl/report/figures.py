@@ -156,36 +156,44 @@ def plot_contrasts(rows: Sequence[ContrastRow], path: Path, title: str, xlabel: 
     """Paired contrasts, one line each, top to bottom in ``rows``' order: every seed's
     difference as a dot, their mean with its interval as a bar, no difference as a vertical
     line, and the published difference as a red cross where there is one. The primary contrast
-    is named so on its line."""
+    is named so on its line; a contrast no seed has both runs' values for says so there."""
     if not rows:
         raise ValueError("no contrasts to plot")
-    empty = [r.label for r in rows if len(r.differences) == 0]
-    if empty:
-        raise ValueError(f"contrasts without differences: {empty}")
     n = len(rows)
     fig = Figure(figsize=(7.5, 1.3 + 0.75 * n), dpi=120, layout="constrained")
     ax = fig.add_subplot()
     ax.axvline(0.0, color="0.3", lw=1.0, zorder=1)
+    named: set[str] = set()
+
+    def once(label: str) -> str | None:  # each kind of mark in the legend once
+        if label in named:
+            return None
+        named.add(label)
+        return label
+
     for i, row in enumerate(rows):
         y = n - 1 - i
         d = np.asarray(row.differences, dtype=float)
+        if d.size == 0:  # e.g. no training episode finished by the step in one of the rows
+            ax.text(0.5, y, "no seed with both runs' values", transform=ax.get_yaxis_transform(),
+                    ha="center", va="center", fontsize=8, color="0.3")
+            continue
         # The seeds spread over a band around the line, in seed order, so equal values show.
         offsets = np.linspace(-0.18, 0.18, d.size) if d.size > 1 else np.zeros(1)
         ax.plot(d, y + offsets, ls="none", marker="o", ms=5, mfc="tab:blue", mec="none",
-                alpha=0.6, zorder=2, label="a seed's difference" if i == 0 else None)
+                alpha=0.6, zorder=2, label=once("a seed's difference"))
         mean = float(d.mean())
         lo, hi = row.interval
         if np.isfinite(lo) and np.isfinite(hi):
             ax.errorbar([mean], [y], xerr=[[mean - lo], [hi - mean]], fmt="s", ms=6,
                         color="black", capsize=5, lw=1.6, zorder=3,
-                        label="mean, 95% t interval" if i == 0 else None)
+                        label=once("mean, 95% t interval"))
         else:
             ax.plot([mean], [y], ls="none", marker="s", ms=6, color="black", zorder=3,
-                    label="mean (one pair: no interval)" if i == 0 else None)
+                    label=once("mean (one pair: no interval)"))
         if row.published is not None:
             ax.plot([row.published], [y], ls="none", marker="x", ms=9, mew=2, color="tab:red",
-                    zorder=4, label="published difference"
-                    if all(r.published is None for r in rows[:i]) else None)
+                    zorder=4, label=once("published difference"))
     ax.set_yticks(np.arange(n)[::-1],
                   [textwrap.fill(r.label + (" (primary)" if r.primary else ""), 32)
                    for r in rows], fontsize=8)
@@ -193,7 +201,8 @@ def plot_contrasts(rows: Sequence[ContrastRow], path: Path, title: str, xlabel: 
     ax.set_xlabel(textwrap.fill(xlabel, 80), fontsize=9)
     ax.set_title(textwrap.fill(title, 70), fontsize=10)
     ax.grid(axis="x", alpha=0.3)
-    fig.legend(fontsize=7, loc="outside lower center", ncol=3, frameon=False)
+    if named:
+        fig.legend(fontsize=7, loc="outside lower center", ncol=3, frameon=False)
     _save_png_atomic(fig, path)
 
 
