@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Callable, NoReturn, Sequence
+from typing import Any, Callable, NoReturn, Sequence
 
 from .core.errors import (ConfigError, CorruptFileError, EnvCheckError, GraphCaptureError,
                           TrainingDiverged, WriteError)
@@ -73,22 +73,29 @@ def _option_strings(parser: argparse.ArgumentParser) -> set[str]:
     return out
 
 
+def _checked(convert: Callable[[str], Any], ok: Callable[[Any], bool],
+             allowed: str) -> Callable[[str], Any]:
+    """An argparse ``type``: ``convert(text)`` where ``ok`` holds, else one line that says what
+    is ``allowed``."""
+
+    def parse(text: str) -> Any:
+        try:
+            value = convert(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r}; allowed: {allowed}") from None
+        if not ok(value):
+            raise argparse.ArgumentTypeError(f"{text!r}; allowed: {allowed}")
+        return value
+
+    return parse
+
+
 def whole(minimum: int, maximum: int | None = None) -> Callable[[str], int]:
     """An argparse ``type``: a whole number from ``minimum`` to ``maximum`` (None: no bound),
     refused in one line that says what is allowed."""
     allowed = (f"a whole number >= {minimum}" if maximum is None
                else f"a whole number from {minimum} to {maximum}")
-
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r}; allowed: {allowed}") from None
-        if value < minimum or (maximum is not None and value > maximum):
-            raise argparse.ArgumentTypeError(f"{text!r}; allowed: {allowed}")
-        return value
-
-    return parse
+    return _checked(int, lambda v: v >= minimum and (maximum is None or v <= maximum), allowed)
 
 
 def real(low: float, high: float | None = None) -> Callable[[str], float]:
@@ -96,17 +103,8 @@ def real(low: float, high: float | None = None) -> Callable[[str], float]:
     refused in one line that says what is allowed."""
     allowed = (f"a number above {low:g}" if high is None
                else f"a number between {low:g} and {high:g}, both excluded")
-
-    def parse(text: str) -> float:
-        try:
-            value = float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r}; allowed: {allowed}") from None
-        if not (value > low and (high is None or value < high)):  # NaN fails too
-            raise argparse.ArgumentTypeError(f"{text!r}; allowed: {allowed}")
-        return value
-
-    return parse
+    # NaN fails both comparisons.
+    return _checked(float, lambda v: v > low and (high is None or v < high), allowed)
 
 
 def run(main: Callable[[], int | None],

@@ -96,6 +96,17 @@ def study_dirs(root: Path) -> list[Path]:
         if base.is_dir() else []
 
 
+def study_folder(root: Path, name: str) -> Path:
+    """``root/studies/<name>``, a study's folder; FileNotFoundError naming the studies there
+    where it has no params.yaml."""
+    folder = root / STUDIES / name
+    if not (folder / "params.yaml").is_file():
+        known = ", ".join(p.name for p in study_dirs(root)) or "none"
+        raise FileNotFoundError(f"no study {name!r} (no {STUDIES}/{name}/params.yaml in {root}); "
+                                f"studies here: {known}")
+    return folder
+
+
 def sync(root: Path) -> list[Path]:
     """Rewrite every study's dvc.yaml from the project's, and give each the validate stage's
     constant stamp (in git, as the project's: the grid's workers clone the commit and every

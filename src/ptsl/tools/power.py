@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 
 from ..cli import ArgumentParser, real, run, whole
-from ..ops.study import study_dirs
+from ..ops.study import study_folder
 from ..report.power import ALPHA, POWER, paired_power, pairs_needed, sd_upper_bound
 
 #: The gains asked about unless ``--effect`` names others: 0.05, a gain worth reporting, and
@@ -87,14 +87,7 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("--sd and --pairs go together")
     effects = tuple(args.effect or EFFECTS)
     if args.study is not None:
-        root = Path.cwd()
-        folder = root / "studies" / args.study
-        if not (folder / "params.yaml").is_file():
-            known = ", ".join(p.name for p in study_dirs(root)) or "none"
-            print(f"error: no study {args.study!r} (no studies/{args.study}/params.yaml in "
-                  f"{root}); studies here: {known}", file=sys.stderr)
-            return 2
-        spreads = study_spreads(folder)
+        spreads = study_spreads(study_folder(Path.cwd(), args.study))
         if not spreads:
             print(f"error: studies/{args.study}: no contrast has two pairs or more",
                   file=sys.stderr)

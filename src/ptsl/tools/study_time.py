@@ -16,7 +16,7 @@ from pathlib import Path
 from ..cli import ArgumentParser, run
 from ..ops.params import load_params, stage_group
 from ..ops.paths import stage_id
-from ..ops.study import study_dirs
+from ..ops.study import study_folder
 from ..ops.study_time import render, study_time, write
 from ..ops.tracking import tracking_uri
 from ..report.timeline import plot_timeline
@@ -28,12 +28,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", help="folder for time.json and time.png (default: studies/<name>)")
     args = ap.parse_args(argv)
     root = Path.cwd()
-    folder = root / "studies" / args.name
-    if not (folder / "params.yaml").is_file():
-        known = ", ".join(p.name for p in study_dirs(root)) or "none"
-        print(f"error: no study {args.name!r} (no studies/{args.name}/params.yaml in {root}); "
-              f"studies here: {known}", file=sys.stderr)
-        return 2
+    folder = study_folder(root, args.name)
     params = load_params(folder / "params.yaml")
     expected = [stage_id("train", e, seed, stage_group(params, e))
                 for e in params.trained for seed in params.seeds]
