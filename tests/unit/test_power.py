@@ -60,3 +60,8 @@ def test_a_study_gives_a_line_per_contrast_and_gain(capsys, monkeypatch):
 def test_a_given_spread_needs_no_study(capsys):
     assert tool.main(["--sd", "0.051", "--pairs", "5", "--effect", "0.06"]) == 0
     assert "| given | 5 | 0.051 [0.079] | 0.06 | 0.52 | 8 | 16 |" in capsys.readouterr().out
+
+
+def test_a_contrast_without_spread_says_so():
+    out = tool.table([("A − B", 5, 0.0)], (0.05,), 0.8, 0.05, 0.8)
+    assert out.splitlines()[-1] == "| A − B | 5 | 0 (no spread to plan from) | 0.05 | — | — | — |"

@@ -56,6 +56,10 @@ def table(spreads: list[tuple[str, int, float]], effects: tuple[float, ...], pow
              f"| pairs for {power:.0%} power | at the bound |",
              "|---|---:|---|---:|---:|---:|---:|"]
     for name, n, sd in spreads:
+        if not sd > 0:  # every seed the same difference (say 0: neither row learned anything)
+            lines += [f"| {name} | {n} | 0 (no spread to plan from) | {effect:g} | — | — | — |"
+                      for effect in effects]
+            continue
         upper = sd_upper_bound(sd, n, bound)
         for effect in effects:
             need = [pairs_needed(effect, s, power, alpha) for s in (sd, upper)]
@@ -69,8 +73,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = ArgumentParser(prog="python -m ptsl.tools.power", description=__doc__)
     ap.add_argument("study", nargs="?", help="the study (a folder under studies/) whose "
                                              "contrasts give the spreads")
-    ap.add_argument("--sd", type=real(0), help="a spread of per-seed differences instead of a "
-                                                 "study's (with --pairs)")
+    ap.add_argument("--sd", type=real(0),
+                    help="a spread of per-seed differences instead of a study's (with --pairs)")
     ap.add_argument("--pairs", type=whole(2), help="how many pairs --sd came from")
     ap.add_argument("--effect", type=real(0), action="append",
                     help="a gain to tell from none, repeatable (default: 0.05 and 0.09)")
