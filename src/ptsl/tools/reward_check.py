@@ -39,7 +39,7 @@ from typing import Any, Callable, NoReturn
 import numpy as np
 import pandas as pd
 
-from ..cli import ArgumentParser, run
+from ..cli import ArgumentParser, run, whole
 from ..core.config import EnvConfig
 from ..core.envs import MetaWorldTaskEnv, TaskSet, load_tasks, task_seed
 from ..core.files import write_atomic
@@ -449,28 +449,13 @@ class _Parser(ArgumentParser):
         raise SystemExit(2)
 
 
-def _whole(minimum: int) -> Callable[[str], int]:
-    """An argparse type: a whole number at least ``minimum``."""
-
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            value = minimum - 1
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f"{text!r}; allowed: a whole number >= {minimum}")
-        return value
-
-    return parse
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = _Parser(prog="python -m ptsl.tools.reward_check", description=__doc__,
                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--episodes", type=_whole(1), default=5, metavar="N",
+    ap.add_argument("--episodes", type=whole(1), default=5, metavar="N",
                     help="goals per task: run seeds S ... S+N-1, one episode per seed and "
                          "policy (default 5)")
-    ap.add_argument("--seed", type=_whole(0), default=1, metavar="S",
+    ap.add_argument("--seed", type=whole(0), default=1, metavar="S",
                     help="first run seed (default 1)")
     ap.add_argument("--task", action="append", default=[], metavar="TASK",
                     help="check only this MT10 task (repeatable; default: all ten)")
