@@ -14,7 +14,8 @@ from ptsl.core.errors import ConfigError
 from ptsl.ops.params import parse_params
 from ptsl.ops.paths import PUBLISHED
 from ptsl.report.comparison import beside
-from ptsl.report.contrasts import learned_tasks, paired_contrasts, t_interval, verdict
+from ptsl.report.contrasts import (CSV_COLUMNS, contrast_groups, learned_tasks,
+                                   paired_contrasts, t_interval, verdict)
 from ptsl.report.published import Published
 from ptsl.report.stats import scores_at
 from ptsl.report.tables import write_reports
@@ -107,6 +108,11 @@ def test_contrasts_without_pairs_are_reported_and_drawn(tmp_path):
     write_reports(p, records(p, episodes=lambda s: 0), PUB, tmp_path)
     assert "0 pair(s), too few for an interval" in (tmp_path / "tables" / "t.md").read_text()
     assert (tmp_path / "figures" / "t_contrasts.png").read_bytes()[:4] == b"\x89PNG"
+    # The CSV keeps its header with no line under it, so its readers (the README's contrasts
+    # block, the power tool) read it back as no contrast instead of failing on an empty file.
+    csv = tmp_path / "tables" / "t_contrasts.csv"
+    assert csv.read_text() == ",".join(CSV_COLUMNS) + "\n"
+    assert list(contrast_groups(csv)) == []
 
 
 def test_an_unpublished_row_stands_beside_no_published_value():

@@ -15,8 +15,9 @@ without telling the rows apart.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -134,6 +135,13 @@ def verdict(c: PairedContrast, labels: Mapping[str, str]) -> str:
     return text + "."
 
 
+#: The columns of ``tables/<table>_contrasts.csv`` (:func:`contrasts_frame`): a line per
+#: contrast and seed. Named even where no contrast has a pair, so the file always reads back.
+CSV_COLUMNS = ("row", "minus", "label", "minus_label", "primary", "seed", "difference",
+               "difference_learned_tasks", "mean", "ci_low", "ci_high", "mean_learned_tasks",
+               "ci_low_learned_tasks", "ci_high_learned_tasks", "published_difference")
+
+
 def contrasts_frame(contrasts: Sequence[PairedContrast], labels: Mapping[str, str]) -> pd.DataFrame:
     """One line per contrast and seed (the per-seed differences), for the CSV."""
     rows = []
@@ -147,7 +155,15 @@ def contrasts_frame(contrasts: Sequence[PairedContrast], labels: Mapping[str, st
                          "ci_low": lo, "ci_high": hi, "mean_learned_tasks": c.mean(True),
                          "ci_low_learned_tasks": llo, "ci_high_learned_tasks": lhi,
                          "published_difference": c.published})
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows, columns=list(CSV_COLUMNS))
+
+
+def contrast_groups(path: Path) -> Iterator[tuple[str, str, pd.DataFrame]]:
+    """The contrasts one ``tables/<table>_contrasts.csv`` holds, in the table's order:
+    ``(label, minus label, its lines: one per seed)``; a contrast without pairs has none."""
+    frame = pd.read_csv(path)
+    for (label, minus), lines in frame.groupby(["label", "minus_label"], sort=False):
+        yield label, minus, lines
 
 
 def contrasts_markdown(contrasts: Sequence[PairedContrast], labels: Mapping[str, str],

@@ -135,6 +135,7 @@ def contrasts_view(root: Path) -> str:
     import pandas as pd
 
     from ..ops.params import load_params
+    from .contrasts import contrast_groups
 
     columns: list[tuple[str, str]] = []
     cells: dict[tuple[str, str], dict[str, str]] = {}
@@ -150,8 +151,7 @@ def contrasts_view(root: Path) -> str:
         columns.append((name, f"{name} (batch {params.sac.batch_size:,}"
                               + "".join(f"; {f}" for f in figures) + ")"))
         for path in files:
-            frame = pd.read_csv(path)
-            for (label, minus), g in frame.groupby(["label", "minus_label"], sort=False):
+            for label, minus, g in contrast_groups(path):
                 r = g.iloc[0]
                 mark = " (primary)" if bool(r["primary"]) else ""
                 interval = ("no interval" if pd.isna(r["ci_low"])

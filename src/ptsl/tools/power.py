@@ -30,7 +30,7 @@ EFFECTS = (0.05, 0.09)
 def study_spreads(folder: Path) -> list[tuple[str, int, float]]:
     """``(contrast, pairs, sd of the per-seed differences)`` for every contrast the study's
     reports hold, the primary one marked."""
-    import pandas as pd
+    from ..report.contrasts import contrast_groups
 
     tables = folder / "reports" / "tables"
     files = sorted(tables.glob("*_contrasts.csv"))
@@ -40,8 +40,7 @@ def study_spreads(folder: Path) -> list[tuple[str, int, float]]:
             f"{folder / 'params.yaml'} and run `make study-{folder.name}`")
     out = []
     for path in files:
-        frame = pd.read_csv(path)
-        for (label, minus), g in frame.groupby(["label", "minus_label"], sort=False):
+        for label, minus, g in contrast_groups(path):
             mark = " (primary)" if bool(g["primary"].iloc[0]) else ""
             if len(g) >= 2:
                 out.append((f"{label} − {minus}{mark}", len(g),
