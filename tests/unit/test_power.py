@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from ptsl.report.power import paired_power, pairs_needed, sd_upper_bound
+from ptsl.report.power import paired_power, pairs_needed, sd_upper_bound, smallest_effect
 from ptsl.tools import power as tool
 
 from ..conftest import ROOT
@@ -59,9 +59,34 @@ def test_a_study_gives_a_line_per_contrast_and_gain(capsys, monkeypatch):
 
 def test_a_given_spread_needs_no_study(capsys):
     assert tool.main(["--sd", "0.051", "--pairs", "5", "--effect", "0.06"]) == 0
-    assert "| given | 5 | 0.051 [0.079] | 0.06 | 0.52 | 8 | 16 |" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "| given | 5 | 0.051 | — | paired 0.051 [0.079] | 0.06 | 0.52 | 8 | 16 |" in out
+    assert "- given: 0.086 at its 5 pairs and paired sd 0.051" in out
 
 
 def test_a_contrast_without_spread_says_so():
-    out = tool.table([("A − B", 5, 0.0)], (0.05,), 0.8, 0.05, 0.8)
-    assert out.splitlines()[-1] == "| A − B | 5 | 0 (no spread to plan from) | 0.05 | — | — | — |"
+    out = tool.table([tool.Spread("A − B", 5, 0.0)], (0.05,), 0.8, 0.05, 0.8)
+    assert out.splitlines()[-1] == ("| A − B | 5 | 0.000 | — | no spread to plan from | 0.05 | — "
+                                    "| — | — |")
+
+
+def test_the_plan_takes_the_smaller_spread_and_says_which():
+    # mt10-b1280's primary: its rows' scores correlated -0.32 across seeds, so pairing widened
+    # the spread (paired 0.104, unpaired 0.091).
+    assert tool.Spread("x", 8, 0.104, 0.091).planned == ("unpaired", 0.091)
+    assert tool.Spread("x", 8, 0.05, 0.09).planned == ("paired", 0.05)
+    assert tool.Spread("x", 8, 0.05).planned == ("paired", 0.05)
+
+
+def test_the_smallest_effect_is_where_the_power_reaches_its_target():
+    for n, sd in ((8, 0.1045), (5, 0.051), (24, 0.2)):
+        e = smallest_effect(n, sd)
+        assert paired_power(n, e, sd) == pytest.approx(0.8, abs=1e-6)
+        assert paired_power(n, 0.95 * e, sd) < 0.8
+    assert smallest_effect(8, 0.1045) == pytest.approx(0.121, abs=5e-4)  # the v2 study's plan
+
+
+def test_a_gain_far_above_the_spread_has_power_one_not_nan():
+    # scipy's noncentral t gives NaN for the far tail at a noncentrality of 13.5.
+    assert paired_power(8, 0.5, 0.1045) == pytest.approx(1.0)
+    assert paired_power(8, -0.5, 0.1045) == pytest.approx(1.0)

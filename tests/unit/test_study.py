@@ -19,7 +19,7 @@ from ..conftest import ROOT
 def test_every_committed_study_is_in_sync_with_the_project():
     expected = study.study_dvc_yaml((ROOT / "dvc.yaml").read_text())
     folders = study.study_dirs(ROOT)
-    assert [f.name for f in folders] == ["mt10-b1280", "mt10-cpu"]
+    assert [f.name for f in folders] == ["mt10-b1280", "mt10-b1280-v2", "mt10-cpu"]
     for folder in folders:
         assert (folder / "dvc.yaml").read_text() == expected, \
             f"{folder}/dvc.yaml is stale: run `python -m ptsl.ops.study sync`"

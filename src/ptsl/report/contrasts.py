@@ -41,6 +41,8 @@ class PairedContrast:
     differences: tuple[float, ...]       # per seed, over all tasks
     learned_differences: tuple[float, ...]  # per seed, over the tasks some run learned
     published: float | None              # the published row minus minus at the step, if shown
+    values: tuple[float, ...]            # per seed, ``row``'s own score (mean over tasks)
+    minus_values: tuple[float, ...]      # per seed, ``minus``'s own score
 
     @property
     def n(self) -> int:
@@ -94,7 +96,8 @@ def paired_contrasts(params: Params, table: TableConfig, curves: pd.DataFrame,
         keep = [i for i in range(len(seeds)) if not (np.isnan(a.values[i]).any()
                                                      or np.isnan(b.values[i]).any())]
         cols = [a.tasks.index(t) for t in learned]
-        diff = a.values[keep].mean(axis=1) - b.values[keep].mean(axis=1)
+        va, vb = a.values[keep].mean(axis=1), b.values[keep].mean(axis=1)
+        diff = va - vb
         on_learned = (a.values[keep][:, cols].mean(axis=1) - b.values[keep][:, cols].mean(axis=1)
                       if cols else np.full(len(keep), np.nan))
         out.append(PairedContrast(
@@ -102,7 +105,8 @@ def paired_contrasts(params: Params, table: TableConfig, curves: pd.DataFrame,
             seeds=tuple(int(seeds[i]) for i in keep),
             differences=tuple(float(x) for x in diff),
             learned_differences=tuple(float(x) for x in on_learned),
-            published=_published_difference(shown, c.row, c.minus, metric)))
+            published=_published_difference(shown, c.row, c.minus, metric),
+            values=tuple(float(x) for x in va), minus_values=tuple(float(x) for x in vb)))
     return out
 
 
@@ -139,7 +143,8 @@ def verdict(c: PairedContrast, labels: Mapping[str, str]) -> str:
 #: contrast and seed. Named even where no contrast has a pair, so the file always reads back.
 CSV_COLUMNS = ("row", "minus", "label", "minus_label", "primary", "seed", "difference",
                "difference_learned_tasks", "mean", "ci_low", "ci_high", "mean_learned_tasks",
-               "ci_low_learned_tasks", "ci_high_learned_tasks", "published_difference")
+               "ci_low_learned_tasks", "ci_high_learned_tasks", "published_difference", "value",
+               "minus_value")
 
 
 def contrasts_frame(contrasts: Sequence[PairedContrast], labels: Mapping[str, str]) -> pd.DataFrame:
@@ -148,13 +153,14 @@ def contrasts_frame(contrasts: Sequence[PairedContrast], labels: Mapping[str, st
     for c in contrasts:
         lo, hi = c.interval()
         llo, lhi = c.interval(learned=True)
-        for seed, d, dl in zip(c.seeds, c.differences, c.learned_differences):
+        for seed, d, dl, va, vb in zip(c.seeds, c.differences, c.learned_differences, c.values,
+                                       c.minus_values):
             rows.append({"row": c.row, "minus": c.minus, "label": labels[c.row],
                          "minus_label": labels[c.minus], "primary": c.primary, "seed": seed,
                          "difference": d, "difference_learned_tasks": dl, "mean": c.mean(),
                          "ci_low": lo, "ci_high": hi, "mean_learned_tasks": c.mean(True),
                          "ci_low_learned_tasks": llo, "ci_high_learned_tasks": lhi,
-                         "published_difference": c.published})
+                         "published_difference": c.published, "value": va, "minus_value": vb})
     return pd.DataFrame(rows, columns=list(CSV_COLUMNS))
 
 

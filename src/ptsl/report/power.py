@@ -30,7 +30,22 @@ def paired_power(n: int, effect: float, sd: float, alpha: float = ALPHA) -> floa
     df = n - 1
     crit = stats.t.ppf(1 - alpha / 2, df)
     nc = effect / sd * math.sqrt(n)
-    return float(stats.nct.sf(crit, df, nc) + stats.nct.cdf(-crit, df, nc))
+    upper, lower = stats.nct.sf(crit, df, nc), stats.nct.cdf(-crit, df, nc)
+    # scipy returns NaN for the tail away from a large noncentrality (at 13.5 with 7 degrees of
+    # freedom); beyond 8 that tail is below 1e-15 (1e-25 at 10), so it counts as 0.
+    if abs(nc) > 8:
+        upper, lower = (upper, 0.0) if nc > 0 else (0.0, lower)
+    return float(upper + lower)
+
+
+def smallest_effect(n: int, sd: float, power: float = POWER, alpha: float = ALPHA) -> float:
+    """The smallest true gain that the test over ``n`` pairs at spread ``sd`` tells from none
+    with at least ``power`` (bisection: the power grows with the gain)."""
+    lo, hi = 0.0, 20 * sd
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        lo, hi = (lo, mid) if paired_power(n, mid, sd, alpha) >= power else (mid, hi)
+    return hi
 
 
 def pairs_needed(effect: float, sd: float, power: float = POWER, alpha: float = ALPHA,

@@ -1,17 +1,14 @@
 #!/usr/bin/env bash
-# End study mt10-b1280 once every run is recorded here (continue.sh, harvest.sh): show that this
+# End a study once every run is recorded here (continue.sh, harvest.sh): show that this
 # checkout's code writes the bytes the study's code wrote (each row 2,000 vector steps, seed 1,
 # with the fixed checkout's src/ as the code before), record the study's stages against this code
 # (their outputs' hashes kept), then restore its runs, evaluate and aggregate with this code as
-# `make study-mt10-b1280` does. Nothing is recorded when a run is missing or a byte differs.
-#   studies/mt10-b1280/finish.sh          (STUDY_CHECKOUT: the fixed checkout, as continue.sh)
+# `make study-<study>` does. Nothing is recorded when a run is missing or a byte differs.
+#   tools/study/finish.sh <study>
 set -euo pipefail
-root=$(git -C "$(dirname "$0")" rev-parse --show-toplevel)
-wt=${STUDY_CHECKOUT:-$root/../study-run}
-study=studies/mt10-b1280
+source "$(dirname "$0")/common.sh"
 [ -d "$wt/src" ] || { echo "error: $wt: no checkout of the study's code (continue.sh makes it)" >&2; exit 2; }
 cd "$root"
-export PATH="$root/.venv/bin:$PATH" DVC_NO_ANALYTICS=1
 # Every training stage of the study and its evaluation have their dvc.lock entries (recorded runs).
 python - "$study" <<'PY'
 import sys
@@ -30,6 +27,6 @@ if missing:
 PY
 python -m ptsl.tools.same_bytes --params "$study/params.yaml" --steps 2000 --before "$wt" \
   --out "$study/same_bytes.json"
-python -m ptsl.ops.relock --study mt10-b1280 --all
-make study-mt10-b1280
+python -m ptsl.ops.relock --study "$name" --all
+make "study-$name"
 echo "finished: commit $study/dvc.lock, $study/same_bytes.json, $study/reports and README.md"
