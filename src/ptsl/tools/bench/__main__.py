@@ -32,8 +32,8 @@ from ...ops.stage import run_stage
 from .envs import measure_envs
 from .gpu import measure_sharing
 from .loop import measure_loop
-from .node import TABLE_METHODS, measure_node, node_record
-from .record import SECTIONS, Record, SectionFailed, parse_only
+from .node import TABLE_METHODS, measure_node
+from .record import SECTIONS, Record, parse_only
 from .report import costs, targets
 from .study import measure_study
 from .table import print_head, print_section, print_summary
@@ -98,15 +98,12 @@ def main() -> None:
                          "(default: %(default)s)")
     ap.add_argument("--node-seeds", type=int, default=None,
                     help="seeds per row in the node section (default: 3 on CUDA, 1 on CPU)")
-    ap.add_argument("--node-group-size", type=int, default=None,
-                    help="seeds per process in the node section's seed groups (default: all "
-                         "of a row's seeds in one process)")
     ap.add_argument("--node-seconds", type=float, default=None,
                     help="seconds the node section measures (default: 120 on CUDA, 20 on CPU)")
     ap.add_argument("--quick", action="store_true",
                     help="a smoke run: MT10 only, one round, few steps (figures are rough)")
     args = ap.parse_args()
-    for key in ("node_seeds", "node_group_size"):
+    for key in ("node_seeds",):
         if getattr(args, key) is not None and getattr(args, key) < 1:
             ap.error(f"--{key.replace('_', '-')}: {getattr(args, key)} is not allowed; "
                      "allowed: a whole number of at least 1")
@@ -175,16 +172,7 @@ def main() -> None:
                                   else runtime.vector)
         common = dict(warmup=1 if args.quick else 10, seconds=seconds,
                       interval=0.5 if args.quick else 5.0, progress=progress)
-        alone = measure_node(args.params, rows, one, TASK_CACHE, seeds=seeds, **common)
-        # The same runs as seed groups, one process a row (quick: the first row's two seeds).
-        group_rows = dict(list(rows.items())[:1]) if args.quick else rows
-        try:
-            group_seeds = 2 if args.quick else seeds
-            grouped = measure_node(args.params, group_rows, one, TASK_CACHE, seeds=group_seeds,
-                                   group_size=args.node_group_size or group_seeds, **common)
-        except SectionFailed as exc:  # keep the separate processes' figures
-            raise SectionFailed(str(exc), {"processes": alone}) from None
-        return node_record(alone, grouped)
+        return measure_node(args.params, rows, one, TASK_CACHE, seeds=seeds, **common)
 
     measures = {"envs": envs, "updates": update_rows, "loop": loop, "study": study,
                 "gpu": sharing, "node": node}
