@@ -160,7 +160,7 @@ NO_RUNS = ("no training runs in the store yet: `make repro` trains them, `make p
 def main(argv: list[str] | None = None) -> int:
     from ..cli import ArgumentParser, whole
     from .store_location import tracking_uri
-    from .ui_server import serve
+    from .ui_server import check_port, serve
 
     ap = ArgumentParser(prog="python -m ptsl.ops.mlflow_ui", description=__doc__)
     ap.add_argument("--serve", action="store_true",
@@ -171,6 +171,8 @@ def main(argv: list[str] | None = None) -> int:
     uri, base = tracking_uri(), f"http://127.0.0.1:{args.port}"
     if uri.startswith(("http://", "https://")):  # a tracking server serves its own UI
         base = uri.rstrip("/")
+    elif args.serve:
+        check_port("127.0.0.1", args.port)  # before anything is printed
     links = view_links(base)
     print("\n".join(links.lines) or NO_RUNS, flush=True)
     if not args.serve:
