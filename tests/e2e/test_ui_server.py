@@ -17,7 +17,7 @@ from pathlib import Path
 
 from ptsl.ops.telemetry import OFF
 
-from ..helpers import log_file
+from ..helpers import log_file, mlflow_client
 
 
 def free_port() -> int:
@@ -55,6 +55,11 @@ def environ(pid: int) -> dict[str, str]:
 
 def test_the_ui_serves_the_store_and_ends_on_the_newest_runs(tmp_path, tracking_on):
     log_file(tmp_path, "a-1", "first")
+    # A store made before the kind tag existed: make ui tags every project experiment.
+    client = mlflow_client(tmp_path)
+    client.delete_experiment_tag(client.get_experiment_by_name("train").experiment_id,
+                                 "mlflow.experimentKind")
+    client.create_experiment("mt10-cpu/aggregate")
     port = free_port()
     proc = ui(tmp_path, port)
     try:
@@ -64,6 +69,10 @@ def test_the_ui_serves_the_store_and_ends_on_the_newest_runs(tmp_path, tracking_
         assert lines[-2:] == [f"MLflow UI at http://127.0.0.1:{port} (Ctrl-C stops it); the "
                               "newest training runs, train, on its Model training side:\n",
                               f"  {link}&viewStateShareKey=compare\n"]
+        kinds = {e.name: e.tags.get("mlflow.experimentKind")
+                 for e in client.search_experiments()}
+        assert kinds == {"Default": None, "train": "custom_model_development",
+                         "mt10-cpu/aggregate": "custom_model_development"}
         children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children").read_text().split()
         assert len(children) == 1
         server = int(children[0])

@@ -116,7 +116,8 @@ def view_links(base_url: str = "http://127.0.0.1:5000", root: Path | None = None
     # The project's first, then each study's, training before evaluation.
     found.sort(key=lambda e: ("/" in e.name, e.name.rpartition("/")[0],
                               list(VIEW_COLUMNS).index(experiment_kind(e.name))))
-    lines, newest = [], (-1, None)
+    lines: list[str] = []
+    newest: tuple[int, tuple[str, str]] | None = None  # (its newest run's start, the link)
     for exp in found:
         runs = _count(client, exp.experiment_id, "")
         if not runs:
@@ -128,9 +129,9 @@ def view_links(base_url: str = "http://127.0.0.1:5000", root: Path | None = None
         if experiment_kind(exp.name) == "train":
             last = client.search_runs([exp.experiment_id], max_results=1,
                                       order_by=["attributes.start_time DESC"])[0]
-            newest = max(newest, (last.info.start_time, (exp.name, link)),
-                         key=lambda pair: pair[0])
-    return Links(lines, newest[1])
+            if newest is None or last.info.start_time > newest[0]:
+                newest = (last.info.start_time, (exp.name, link))
+    return Links(lines, newest[1] if newest else None)
 
 
 def ready_lines(links: Links, base_url: str) -> list[str]:
@@ -168,16 +169,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--port", type=whole(1, 65535), default=5000,
                     help="the UI's port on 127.0.0.1 (default: %(default)s)")
     args = ap.parse_args(argv)
-    uri, base = tracking_uri(), f"http://127.0.0.1:{args.port}"
-    if uri.startswith(("http://", "https://")):  # a tracking server serves its own UI
-        base = uri.rstrip("/")
-    elif args.serve:
+    uri = tracking_uri()
+    server = uri.startswith(("http://", "https://"))  # a tracking server serves its own UI
+    base = uri.rstrip("/") if server else f"http://127.0.0.1:{args.port}"
+    if args.serve and not server:
         check_port("127.0.0.1", args.port)  # before anything is printed
     links = view_links(base)
     print("\n".join(links.lines) or NO_RUNS, flush=True)
     if not args.serve:
         return 0
-    if base != f"http://127.0.0.1:{args.port}":
+    if server:
         print(f"MLFLOW_TRACKING_URI={uri}: that server serves the UI; nothing started")
         return 0
     return serve(uri, "127.0.0.1", args.port, lambda url: ready_lines(links, url))
