@@ -133,6 +133,7 @@ def main() -> None:
         wait_for(driver, search)
         driver.find_element(By.CSS_SELECTOR, search).send_keys(args.metric, Keys.ENTER)
         wait_for(driver, ".js-plotly-plot .scatterlayer .trace", 2)
+        driver.execute_script("document.activeElement.blur()")  # no text cursor in the shot
 
     shoot(args, f"{base}/#/experiments?{SIDE}", args.out / "mlflow_experiments.png",
           experiments, height=520)
