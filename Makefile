@@ -104,11 +104,12 @@ bench: install
 
 # Logs the runs whose outputs DVC restored (every pipeline's: outputs that `dvc pull` or
 # `dvc checkout` brought), prints the links to the runs lists in the saved "Compare runs" view,
-# then serves the UI.
+# then serves the UI (mlflow ui, MLflow's usage reporting off) on UI_PORT and, once it answers,
+# prints the link that opens the newest training runs (docs/views.md#mlflow-ui).
+UI_PORT ?= 5000
 ui: install
 	python -m ptsl.ops.restored --all
-	python -m ptsl.ops.mlflow_ui
-	mlflow ui --backend-store-uri "$${MLFLOW_TRACKING_URI:-sqlite:///$(CURDIR)/mlflow.db}"
+	python -m ptsl.ops.mlflow_ui --serve --port $(UI_PORT)
 
 # DVC experiments side by side: a column per experiment, a line per changed param and per table
 # row (python -m ptsl.ops.exps; EXPS_ARGS="--only-changed" keeps the rows an experiment moved).

@@ -63,6 +63,7 @@ SLOWEST_FIRST = ("test_grid.py",            # 225
                  "test_loop.py", "test_threads.py",  # 28-29
                  "test_tracking_concurrency.py", "test_docs.py", "test_thread_count.py",  # 22-24
                  "test_envs.py", "test_import_layers.py",  # 17-19
+                 "test_ui_server.py",       # ~15 (its CPU time; a busy machine took 112)
                  "test_grid_address.py", "test_bench_record.py", "test_counting.py",  # 11-13
                  "test_eval_tasks.py", "test_views.py")  # 11
 

@@ -81,8 +81,12 @@ def _dvc_plots_setup(dest: Path) -> None:
 
 def env_for(project: Path) -> dict[str, str]:
     """Environment for stage processes: the project venv first on PATH, MLflow on, own store,
-    one torch thread (the tests run on every core at once; a run's bytes do not depend on it)."""
-    env = dict(os.environ)
+    one torch thread (the tests run on every core at once; a run's bytes do not depend on it).
+    Without the usage-reporting switches this test process set when it imported ``ptsl.ops``:
+    a stage process sets them itself, as it must under a user's plain ``dvc repro``."""
+    from ptsl.ops.telemetry import OFF
+
+    env = {k: v for k, v in os.environ.items() if k not in OFF}
     env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
     env["PTSL_TRACKING"] = "on"
     env.setdefault("PTSL_THREADS", "1")
@@ -91,10 +95,14 @@ def env_for(project: Path) -> dict[str, str]:
 
 
 def dvc(project: Path, *args: str, timeout: int = 900,
-        env_extra: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+        env_extra: dict[str, str] | None = None,
+        env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """``dvc ARGS`` in ``project`` with :func:`env_for`'s environment and ``env_extra`` (or
+    exactly ``env``); a failure raises with the end of its output."""
     proc = subprocess.run([str(Path(sys.executable).parent / "dvc"), *args], cwd=project,
-                          env={**env_for(project), **(env_extra or {})}, capture_output=True,
-                          text=True, timeout=timeout)
+                          env=env if env is not None else {**env_for(project),
+                                                           **(env_extra or {})},
+                          capture_output=True, text=True, timeout=timeout)
     if proc.returncode != 0:
         raise AssertionError(f"dvc {' '.join(args)} failed ({proc.returncode}):\n"
                              f"{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")

@@ -1,8 +1,10 @@
 """Runs whose outputs DVC restored appear in MLflow (``python -m ptsl.ops.restored``): a tiny
 project trains seed 1 untracked (as a stage whose outputs came from elsewhere: the store has no
 run of it) and seed 2 tracked; the command logs seed 1's training and evaluation runs with the
-params and metric keys the tracked stages logged, tagged as restored, writes no file under
-data/, and a second call logs nothing."""
+params and metric keys the tracked stages logged, tagged as restored, with the training times
+the project's time record gives (none for the evaluation), writes no file under data/, and a
+second call logs nothing. The tracked stages run probed (:mod:`tests.process_probe`): MLflow's
+usage reporting is off in each, though the environment DVC gave them did not switch it off."""
 
 from __future__ import annotations
 
@@ -15,9 +17,12 @@ from pathlib import Path
 import pytest
 
 from ptsl.ops.restored import curve_metrics, params_changed, source_label
+from ptsl.ops.run_times import TIME_RECORD
+from ptsl.ops.study_time import Attempt, StageTime, StudyTime, write
 
 from ..helpers import mlflow_client
 from ..pipeline_project import dvc, env_for, make_project
+from ..process_probe import probe_env, probed
 
 EXPERIMENTS = {"tiny_mtsac": {"benchmark": "reach-v3", "method": "mtsac", "hidden_dim": 32,
                               "num_layers": 2, "label": "Tiny MT-SAC"}}
@@ -44,11 +49,34 @@ def runs(root: Path, experiment: str) -> dict[str, object]:
     return {r.data.tags["dvc_stage"]: r for r in found}
 
 
+# Seed 1's training as a time record lists it: two attempts (a kill, then the resume), an
+# attempt of an unfinished stage left out (ms since the epoch).
+ATTEMPTS = ((1_790_000_000_000, 1_790_000_600_000), (1_790_000_900_000, 1_790_001_200_000))
+
+
+def time_record(root: Path) -> None:
+    """The project's time record, as ``python -m ptsl.tools.study_time`` writes one."""
+    def attempt(start: int, end: int | None, status: str) -> Attempt:
+        return Attempt(run_id=f"r{start}", status=status, start_ms=start, end_ms=end, host="h",
+                       threads="1", resumed_at=0, last_step=40)
+
+    seed1 = StageTime("train@tiny_mtsac-1", (attempt(*ATTEMPTS[0], "KILLED"),
+                                             attempt(*ATTEMPTS[1], "FINISHED")))
+    other = StageTime("train@tiny_mtsac-9", (attempt(ATTEMPTS[0][0], None, "RUNNING"),))
+    write(StudyTime("tiny", [seed1, other]).record(), root / TIME_RECORD)
+
+
 @pytest.fixture(scope="module")
-def project(tmp_path_factory):
+def probe(tmp_path_factory):
+    return tmp_path_factory.mktemp("probe")
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory, probe):
     root = make_project(tmp_path_factory.mktemp("restored"), EXPERIMENTS, seeds=[1, 2])
     dvc(root, "repro", "evaluate@tiny_mtsac-1", env_extra={"PTSL_TRACKING": "off"})
-    dvc(root, "repro", "evaluate@tiny_mtsac-2")
+    dvc(root, "repro", "evaluate@tiny_mtsac-2", env=probe_env(env_for(root), probe))
+    time_record(root)
     return root
 
 
@@ -97,6 +125,15 @@ def test_restored_runs_are_logged_as_the_stages_log_theirs(project, first_call):
     artifacts = {a.path for a in client.list_artifacts(restored_run.info.run_id)}
     assert artifacts == {"curve.csv", "summary.json"}
 
+    # Started when its training did, lasting the two attempts' time (the gap left out).
+    spent = sum(end - start for start, end in ATTEMPTS)
+    assert restored_run.info.start_time == ATTEMPTS[0][0]
+    assert restored_run.info.end_time == ATTEMPTS[0][0] + spent
+    assert tags["ptsl.run_time"] == (
+        "trained in 2 attempts, 15 min 0 s in all, the first from 2026-09-21T14:13:20Z, the last "
+        "until 2026-09-21T14:33:20Z, as time.json records; the run's end is its start plus that "
+        "time")
+
     evaluate = runs(project, "evaluate")
     assert set(evaluate) == {"evaluate@tiny_mtsac-1", "evaluate@tiny_mtsac-2"}
     e1, e2 = evaluate["evaluate@tiny_mtsac-1"], evaluate["evaluate@tiny_mtsac-2"]
@@ -106,6 +143,11 @@ def test_restored_runs_are_logged_as_the_stages_log_theirs(project, first_call):
     record = json.loads((project / "data" / "eval" / "tiny_mtsac-1.json").read_text())
     assert e1.data.metrics["success"] == pytest.approx(record["success"])
     assert e1.data.metrics["success/reach-v3"] == pytest.approx(record["per_task"]["reach-v3"])
+    # No record of an evaluation's time: no end time (MLflow shows no duration), and the tag
+    # says so.
+    assert e1.info.end_time is None and e1.info.status == "FINISHED"
+    assert e1.data.tags["ptsl.run_time"].startswith("not recorded: time records keep training "
+                                                    "stages only")
 
 
 def test_no_output_changes(first_call):
@@ -225,3 +267,44 @@ def test_stages_whose_outputs_are_missing_or_stale_are_left_out_by_name(project,
     assert out.left_out == {"its outputs are not in the workspace (dvc pull)": [
         "evaluate@tiny_mtsac-1"]}
     assert out.present == 3
+
+
+def test_stage_processes_switch_mlflow_usage_reporting_off(project, probe):
+    """DVC started the tracked stages without the switch (nor a CI marker, which MLflow would
+    obey alone); each set it on importing ``ptsl.ops``, before MLflow, which then started no
+    usage-reporting client."""
+    records = probed(probe)
+    by_script = {Path(r["argv"][0]).name: r for r in records if r["argv"]}
+    assert {"dvc", "validate.py", "train.py", "evaluate.py"} <= set(by_script), by_script.keys()
+    assert by_script["dvc"]["at_end"]["MLFLOW_DISABLE_TELEMETRY"] is None
+    for script in ("train.py", "evaluate.py"):
+        seen = by_script[script]
+        assert seen["at_start"] == {"MLFLOW_DISABLE_TELEMETRY": None,
+                                    "RAY_USAGE_STATS_ENABLED": None}, script
+        assert seen["at_end"] == {"MLFLOW_DISABLE_TELEMETRY": "true",
+                                  "RAY_USAGE_STATS_ENABLED": "0"}, script
+        assert seen["mlflow"] and not seen["mlflow_sees_ci"], script
+        assert not seen["mlflow_reports"], script
+
+
+def test_restored_runs_without_their_times_are_replaced(project, first_call, tmp_path,
+                                                        monkeypatch):
+    """A store whose restored runs were logged before they carried their times (no tag
+    ptsl.run_time) gets them again with their times; the old ones are deleted."""
+    import shutil
+
+    from ptsl.ops.restored import Store, report, restore_folder
+
+    copy = Path(shutil.copytree(project, tmp_path / "copy"))
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    client = mlflow_client(copy)
+    old = runs(copy, "train")["train@tiny_mtsac-1"]
+    client.delete_tag(old.info.run_id, "ptsl.run_time")
+    out = restore_folder(copy, "cache", Store)
+    assert (out.logged, out.present, out.replaced) == ({"train": 1, "evaluate": 0}, 3, 1)
+    assert report(out, 0.1)[0].endswith(
+        "in 0.1 s; 3 already there; 1 replaced, logged before restored runs carried their times")
+    new = runs(copy, "train")["train@tiny_mtsac-1"]
+    assert new.info.run_id != old.info.run_id and new.info.start_time == ATTEMPTS[0][0]
+    assert client.get_run(old.info.run_id).info.lifecycle_stage == "deleted"
+    assert restore_folder(copy, "cache", Store).present == 4

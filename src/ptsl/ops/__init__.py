@@ -7,3 +7,8 @@ It may import :mod:`ptsl.core` and the commands' parser :mod:`ptsl.cli`, never
 changes a number a stage writes, so no training stage depends on this folder: editing a note,
 the grid or a view re-trains nothing.
 """
+
+from .telemetry import switch_off
+
+# Before any module here imports MLflow or Ray, which read their usage-reporting switches then.
+switch_off()

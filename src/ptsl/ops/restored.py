@@ -8,7 +8,10 @@ and which the store has no run of: in the stage's MLflow experiment (``train`` /
 ``<study>/train`` / ``<study>/evaluate``), under the stage's run name and tags, with the params
 the stage logs, its curve as step-indexed metrics (training) or its evaluation's numbers, its
 small output files as artifacts, and the tags ``ptsl.restored=true`` and ``ptsl.restored_from``
-(the DVC cache, or a DVC remote). It reads the outputs and writes only to the MLflow store.
+(the DVC cache, or a DVC remote). A training run starts when its training did and lasts as
+long, where the folder's ``time.json`` records it (a study's does), and has no end time where
+nothing does; tag ``ptsl.run_time`` says which (:mod:`ptsl.ops.run_times`). It reads the outputs
+and writes only to the MLflow store.
 
 Which stages: those with a ``dvc.lock`` entry whose params are the params file's (DVC would
 otherwise run them again, so their outputs no longer describe it; an evaluation's training
@@ -16,7 +19,9 @@ stage too, and it must have evaluated the run that entry records) and whose outp
 there and name their run (``summary.json``: experiment, seed and final step; the evaluation
 record: experiment and seed). Which the store already has: a FINISHED run of the stage (tag
 ``dvc_stage``, outside ``dvc exp run``) whose params agree with the stage's, a restored one
-included, so a second call logs nothing. ``PTSL_TRACKING=off`` logs nothing.
+included, so a second call logs nothing; a restored run logged before restored runs carried
+their times (no tag ``ptsl.run_time``) is replaced by one that does. ``PTSL_TRACKING=off`` logs
+nothing.
 """
 
 from __future__ import annotations
@@ -35,6 +40,8 @@ import yaml
 
 from ..core.errors import ConfigError, CorruptFileError
 from .paths import EVALS, RUNS
+from .run_times import TAG as TIME_TAG
+from .run_times import TIME_RECORD, RunTime, read_record, run_time
 from .stage import USER_ERRORS
 from .study import STUDIES, study_dirs, study_of
 from .tracking import (TRACKING_ENV, TrackingError, dvc_experiment, display_name, experiment_name,
@@ -74,6 +81,7 @@ class Outcome:
     folder: Path
     logged: dict[str, int] = field(default_factory=lambda: {"train": 0, "evaluate": 0})
     present: int = 0
+    replaced: int = 0  # restored runs logged without their times, replaced
     left_out: dict[str, list[str]] = field(default_factory=dict)
     source: str = ""
 
@@ -170,6 +178,16 @@ def curve_metrics(path: Path) -> list[tuple[str, float, int]]:
     return out
 
 
+@dataclass(frozen=True)
+class Logged:
+    """A FINISHED run of a stage in the store: its id, its params and whether it is current (a
+    run the stage logged, or a restored one that carries its times: tag ``ptsl.run_time``)."""
+
+    run_id: str
+    params: dict[str, str]
+    current: bool
+
+
 class Store:
     """The MLflow store the stages log to, through MLflow's client: its FINISHED runs by stage
     (read once per experiment) and the restored runs written into it."""
@@ -194,7 +212,7 @@ class Store:
         except Exception as exc:  # noqa: BLE001 - SQLAlchemy, sqlite3 and MLflow errors alike
             raise tracking._store_error(self.uri, exc) from None
         self._ids: dict[str, str | None] = {}
-        self._runs: dict[str, dict[str, list[dict[str, str]]]] = {}
+        self._runs: dict[str, dict[str, list[Logged]]] = {}
 
     def experiment_id(self, name: str, create: bool) -> str | None:
         """The id of MLflow experiment ``name``; made (with the project's artifact folder and
@@ -209,11 +227,11 @@ class Store:
                 self._ids[name] = exp.experiment_id if exp is not None else None
         return self._ids[name]
 
-    def finished(self, experiment: str) -> dict[str, list[dict[str, str]]]:
-        """The params of every FINISHED run of ``experiment`` outside ``dvc exp run``, by the
-        stage it ran (tag ``dvc_stage``)."""
+    def finished(self, experiment: str) -> dict[str, list[Logged]]:
+        """Every FINISHED run of ``experiment`` outside ``dvc exp run``, by the stage it ran
+        (tag ``dvc_stage``)."""
         if experiment not in self._runs:
-            by_stage: dict[str, list[dict[str, str]]] = {}
+            by_stage: dict[str, list[Logged]] = {}
             exp_id = self.experiment_id(experiment, create=False)
             if exp_id is not None:
                 query = (f"tags.dvc_experiment = '{dvc_experiment()}' "
@@ -223,34 +241,41 @@ class Store:
                     page = self.client.search_runs([exp_id], query, max_results=1000,
                                                    page_token=token)
                     for run in page:
-                        stage = run.data.tags.get("dvc_stage")
-                        if stage:
-                            by_stage.setdefault(stage, []).append(dict(run.data.params))
+                        tags = run.data.tags
+                        if tags.get("dvc_stage"):
+                            by_stage.setdefault(tags["dvc_stage"], []).append(Logged(
+                                run.info.run_id, dict(run.data.params),
+                                tags.get(RESTORED_TAG) != "true" or TIME_TAG in tags))
                     token = page.token
                     if not token:
                         break
             self._runs[experiment] = by_stage
         return self._runs[experiment]
 
+    def matching(self, experiment: str, stage: str, params: Mapping[str, str]) -> list[Logged]:
+        """The FINISHED runs of ``stage`` whose params agree with ``params`` on every name both
+        have (a run logged by an older version of the code may have fewer)."""
+        return [run for run in self.finished(experiment).get(stage, [])
+                if all(run.params[k] == v for k, v in params.items() if k in run.params)]
+
     def has(self, experiment: str, stage: str, params: Mapping[str, str]) -> bool:
-        """Whether the store holds a FINISHED run of ``stage`` whose params agree with
-        ``params`` on every name both have (a run logged by an older version of the code may
-        have fewer)."""
-        return any(all(run[k] == v for k, v in params.items() if k in run)
-                   for run in self.finished(experiment).get(stage, []))
+        """Whether the store holds a current run of ``stage`` with ``params`` (:class:`Logged`)."""
+        return any(run.current for run in self.matching(experiment, stage, params))
 
     def log(self, experiment: str, run_name: str, tags: Mapping[str, str],
             params: Mapping[str, str], metrics: Sequence[tuple[str, float, int]],
-            files: Sequence[Path]) -> str:
-        """One FINISHED run, written in batches; a run left half-written (Ctrl-C, a store
-        failure) is deleted, so that none is seen and the next call logs it again."""
-        from mlflow.entities import Metric, Param, RunTag
+            files: Sequence[Path], times: RunTime) -> str:
+        """One FINISHED run with the start and end of ``times`` (no end time where it has
+        none), written in batches; a run left half-written (Ctrl-C, a store failure) is
+        deleted, so that none is seen and the next call logs it again."""
+        from mlflow.entities import Metric, Param
 
         exp_id = self.experiment_id(experiment, create=True)
-        now = int(time.time() * 1000)
+        now = int(time.time() * 1000)  # when the metrics were logged
         with signals_held():
-            run = self.client.create_run(exp_id, run_name=run_name, tags=dict(tags),
-                                         start_time=now)
+            run = self.client.create_run(exp_id, run_name=run_name,
+                                         tags={**tags, TIME_TAG: times.note},
+                                         start_time=times.start_ms)
         run_id = run.info.run_id
         try:
             items = [Param(k, v) for k, v in params.items()]
@@ -263,13 +288,26 @@ class Store:
                     points = points[room:]
                 for path in files:
                     self.client.log_artifact(run_id, str(path))
-                self.client.set_terminated(run_id, "FINISHED", end_time=now)
+                if times.end_ms is None:  # FINISHED, its end time left empty
+                    self.client.update_run(run_id, status="FINISHED")
+                else:
+                    self.client.set_terminated(run_id, "FINISHED", end_time=times.end_ms)
         except BaseException:
             with signals_held():
                 self.client.delete_run(run_id)
             raise
-        self.finished(experiment).setdefault(tags["dvc_stage"], []).append(dict(params))
+        self.finished(experiment).setdefault(tags["dvc_stage"], []).append(
+            Logged(run_id, dict(params), True))
         return run_id
+
+    def delete(self, experiment: str, runs: Sequence[Logged]) -> None:
+        """Delete ``runs`` (MLflow keeps them among its deleted runs until ``mlflow gc``)."""
+        gone = {run.run_id for run in runs}
+        for run in runs:
+            with signals_held():
+                self.client.delete_run(run.run_id)
+        for logged in self.finished(experiment).values():
+            logged[:] = [run for run in logged if run.run_id not in gone]
 
 
 def _stage_tags(stage: Stage, commit: str, source: str, extra: Mapping[str, str]) -> dict:
@@ -283,7 +321,8 @@ def _stage_tags(stage: Stage, commit: str, source: str, extra: Mapping[str, str]
                 f"DVC stage `{stage.name}`, restored by DVC from the {source} at git commit "
                 f"`{commit[:10]}`: not trained or evaluated against this store, so it has the "
                 "stage's params, its output files and the numbers they hold (no losses, no "
-                "per-episode training success, no wall time)."), **extra}
+                "per-episode training success); its start and duration are those tag "
+                f"`{TIME_TAG}` gives."), **extra}
     if commit != "unknown":
         tags["mlflow.source.git.commit"] = commit
     return tags
@@ -309,6 +348,8 @@ def restore_folder(folder: Path, source_choice: str, store_for: Any) -> Outcome:
     params = load_params(folder / "params.yaml")
     raw = yaml.safe_load((folder / "params.yaml").read_text()) or {}
     root, commit = project_root(folder), ""
+    times_record = read_record(folder)
+    record_path = (folder / TIME_RECORD).relative_to(root).as_posix()  # as the tag names it
     store = None
     for stage in stages:
         if stage.experiment not in params.experiments:
@@ -348,6 +389,7 @@ def restore_folder(folder: Path, source_choice: str, store_for: Any) -> Outcome:
         if store.has(mlflow_exp, stage.name, values):
             out.present += 1
             continue
+        stale = store.matching(mlflow_exp, stage.name, values)  # restored, without times
         if not commit:
             commit = git_commit(folder)
             out.source = source_label(folder, source_choice)
@@ -365,8 +407,11 @@ def restore_folder(folder: Path, source_choice: str, store_for: Any) -> Outcome:
                        *((f"success/{task}", v, 0) for task, v in record.per_task.items())]
             files = [path]
         store.log(mlflow_exp, display_name(stage.run),
-                  _stage_tags(stage, commit, out.source, tags), values, metrics, files)
+                  _stage_tags(stage, commit, out.source, tags), values, metrics, files,
+                  run_time(stage.name, stage.kind, times_record, record_path))
+        store.delete(mlflow_exp, stale)
         out.logged[stage.kind] += 1
+        out.replaced += len(stale)
     return out
 
 
@@ -399,7 +444,9 @@ def report(out: Outcome, seconds: float) -> list[str]:
         lines = [f"restored: {where}: logged {train} training and {evaluate} evaluation run(s) "
                  f"whose outputs DVC restored (from the {out.source}) to MLflow experiments "
                  f"{', '.join(kinds)}, tagged {RESTORED_TAG}=true, in {seconds:.1f} s; "
-                 f"{out.present} already there"]
+                 f"{out.present} already there"
+                 + (f"; {out.replaced} replaced, logged before restored runs carried their "
+                    "times" if out.replaced else "")]
     else:
         lines = [f"restored: {where}: nothing to log" + (
             f"; {out.present} run(s) of its outputs already in the MLflow store" if out.present
