@@ -23,6 +23,7 @@ ways and requires every observation, reward, flag and info entry to be equal bit
 from __future__ import annotations
 
 import functools
+import inspect
 import sys
 import types
 from importlib.metadata import version
@@ -42,6 +43,15 @@ CHECKED_METAWORLD = "3.1.1"
 _MOCAP_QUAT = np.array([1.0, 0.0, 1.0, 0.0])  # Meta-World's fixed gripper orientation
 
 
+def _clip_unit(x: float) -> float:
+    """``np.clip(x, 0.0, 1.0)`` of one double: numpy's clip is max then min, each keeping a NaN
+    and choosing the bound unless ``x`` is strictly inside it (numpy/_core/src/umath/clip.cpp)."""
+    if x != x:
+        return x
+    x = x if x > 0.0 else 0.0
+    return x if x < 1.0 else 1.0
+
+
 class FastSawyer:
     """Faster copies of ``SawyerXYZEnv``'s per-step methods (Meta-World 3.1.1), each computing
     what the stock method computes, in the same order and with the same numpy kernels."""
@@ -50,10 +60,13 @@ class FastSawyer:
     #    construction: reset, set_task and step write into the same MjData) --
 
     def _fast_view(self, kind: str, name: str) -> Any:
-        views = self.__dict__.setdefault("_fast_views", {})
-        view = views.get((kind, name))
-        if view is None:
-            view = views[(kind, name)] = getattr(self.data, kind)(name)
+        try:
+            return self._fast_views[kind, name]
+        except AttributeError:
+            self._fast_views: dict[tuple[str, str], Any] = {}
+        except KeyError:
+            pass
+        view = self._fast_views[kind, name] = getattr(self.data, kind)(name)
         return view
 
     def get_body_com(self, body_name: str) -> np.ndarray:
@@ -75,6 +88,9 @@ class FastSawyer:
         assert isinstance(pos, np.ndarray)
         assert pos.ndim == 1
         self._fast_view("site", name).xpos = pos[:3]
+
+    def _get_id_main_object(self) -> int:
+        return self._fast_view("geom", "objGeom").id
 
     # -- contacts --
 
@@ -100,12 +116,12 @@ class FastSawyer:
     # -- the step --
 
     def set_xyz_action(self, action: np.ndarray) -> None:
-        action = _clip(action, -1, 1)
-        pos_delta = action * self.action_scale
-        new_mocap_pos = self.data.mocap_pos + pos_delta[None]
-        new_mocap_pos[0, :] = _clip(new_mocap_pos[0, :], self.mocap_low, self.mocap_high)
-        self.data.mocap_pos = new_mocap_pos
-        self.data.mocap_quat = _MOCAP_QUAT
+        pos_delta = _clip(action, -1, 1) * self.action_scale
+        mocap_pos = self.data.mocap_pos
+        new_mocap_pos = mocap_pos + pos_delta  # broadcast over the rows, as pos_delta[None]
+        _clip(new_mocap_pos[0], self.mocap_low, self.mocap_high, out=new_mocap_pos[0])
+        mocap_pos[:] = new_mocap_pos
+        self.data.mocap_quat[:] = _MOCAP_QUAT
 
     def _reset_hand(self, steps: int = 50) -> None:
         mocap_id = self.model.body_mocapid[self._fast_view("body", "mocap").id]
@@ -122,7 +138,7 @@ class FastSawyer:
         gap = (self._fast_view("body", "rightclaw").xpos
                - self._fast_view("body", "leftclaw").xpos)
         # np.linalg.norm of a 1-D float vector is sqrt(x.dot(x)) (numpy/linalg/_linalg.py)
-        out[3] = _clip(np.sqrt(gap.dot(gap)) / 0.1, 0.0, 1.0)
+        out[3] = _clip_unit(float(np.sqrt(gap.dot(gap))) / 0.1)
         obj_pos = self._get_pos_objects()
         assert len(obj_pos) % 3 == 0
         obj_quat = self._get_quat_objects()
@@ -247,10 +263,13 @@ def fast_class(cls: type) -> type:
         if not klass.__module__.startswith("metaworld."):
             continue
         for name, value in vars(klass).items():
-            if name in namespace or not isinstance(value, types.FunctionType) \
-                    or getattr(cls, name) is not value:
+            if name in namespace or inspect.getattr_static(cls, name) is not value:
+                continue  # FastSawyer's, or overridden further down the MRO
+            # methods, and static methods (door's and the peg tasks' reward terms)
+            method = value.__func__ if isinstance(value, staticmethod) else value
+            if not isinstance(method, types.FunctionType):
                 continue
-            copy = _rebind(value, names)
+            copy = _rebind(method, names)
             if copy is not None:
-                namespace[name] = copy
+                namespace[name] = staticmethod(copy) if method is not value else copy
     return type(cls.__name__, (cls,), namespace)

@@ -34,7 +34,9 @@ def _from_scipy(matrix: np.ndarray) -> np.ndarray:
 
 def quat_from_matrix(matrix: np.ndarray) -> np.ndarray:
     """``Rotation.from_matrix(matrix).as_quat()`` (scalar last) of one 3x3 matrix."""
-    (a, b, c), (d, e, f), (g, h, i) = np.asarray(matrix, dtype=np.float64).tolist()
+    if type(matrix) is not np.ndarray or matrix.dtype != np.float64:
+        matrix = np.asarray(matrix, dtype=np.float64)
+    (a, b, c), (d, e, f), (g, h, i) = matrix.tolist()
     # The Gramian's entries, each checked as scipy's np.isclose would with a margin; a NaN
     # fails every comparison and goes to scipy as well.
     if not (abs(a * a + b * b + c * c - 1.0) <= _DIAGONAL
@@ -86,4 +88,4 @@ class ExactRotation:
         return ExactRotation(quat_from_matrix(matrix))
 
     def as_quat(self) -> np.ndarray:
-        return self._quat.copy()
+        return self._quat  # a new array per from_matrix, as scipy's
