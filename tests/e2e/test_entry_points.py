@@ -68,6 +68,8 @@ BAD_INPUTS = [
     ("ptsl.tools.counting", ["--params", "nope.yaml"], {}, "nope.yaml: params file not found"),
     ("ptsl.tools.branches_along", ["--resume-dir", "nope", "--out", "out"], {},
      "--resume-dir: nope is not a folder"),
+    ("ptsl.tools.envpool_parity", ["--tasks", "pushy"], {},
+     "--tasks: pushy is not allowed"),
     ("ptsl.tools.counting", ["--params", "bad.yaml"], {"bad.yaml": "seeds: [1,\n"},
      "bad.yaml: not valid YAML"),
     ("ptsl.ops.budget", ["paper", "--params", "nope.yaml"], {}, "nope.yaml"),
