@@ -11,7 +11,10 @@ costs:
 - contacts read as arrays (:meth:`FastSawyer.touching_object`);
 - the object quaternion by :mod:`ptsl.core.rotation` (scipy's algorithm, no scipy per call);
 - views of bodies and sites looked up by name once per environment;
-- the observation assembled in place and clipped by the ufunc ``np.clip`` calls.
+- the observation assembled in place and clipped by the ufunc ``np.clip`` calls;
+- in the task's own reward code, ``reward_utils.tolerance`` of one number
+  (:mod:`ptsl.core.fast_rewards`) and ``np.linalg.norm`` of a vector
+  (:mod:`ptsl.core.fast_numpy`) without the argument handling around their arithmetic.
 
 Each override replaces only a method the task inherits unchanged from ``SawyerXYZEnv`` (a
 task that overrides one keeps its own), and only under the Meta-World version the overrides
@@ -197,9 +200,11 @@ def _rebound_names() -> dict[str, tuple[Any, Any]]:
     from metaworld.utils import reward_utils
     from scipy.spatial.transform import Rotation
 
+    from .fast_numpy import NUMPY
     from .fast_rewards import REWARD_UTILS
 
-    return {"Rotation": (Rotation, ExactRotation), "reward_utils": (reward_utils, REWARD_UTILS)}
+    return {"Rotation": (Rotation, ExactRotation), "reward_utils": (reward_utils, REWARD_UTILS),
+            "np": (np, NUMPY)}
 
 
 def _uses(code: types.CodeType, names: set[str]) -> bool:
@@ -246,8 +251,8 @@ def fast_enabled() -> bool:
 @functools.lru_cache(maxsize=None)
 def fast_class(cls: type) -> type:
     """Meta-World task class ``cls`` with :class:`FastSawyer`'s methods where ``cls`` inherits
-    ``SawyerXYZEnv``'s unchanged, and its own methods that call scipy's ``Rotation`` or
-    ``reward_utils`` copied to call the exact faster ones (:func:`_rebind`); ``cls`` itself
+    ``SawyerXYZEnv``'s unchanged, and its own methods that call scipy's ``Rotation``,
+    ``reward_utils`` or numpy copied to call the exact faster ones (:func:`_rebind`); ``cls`` itself
     under an unchecked Meta-World version."""
     if not fast_enabled():
         return cls
