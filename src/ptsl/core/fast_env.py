@@ -178,7 +178,7 @@ class FastSawyer:
         for site in self._target_site_config:
             self._set_pos_site(*site)
         if self._did_see_sim_exception:  # never set in Meta-World 3.1.1; kept as stock has it
-            return self._stock_step_after_exception()
+            return self._step_after_sim_exception()
         mujoco.mj_forward(self.model, self.data)
         space = self.sawyer_observation_space
         self._last_stable_obs = _clip(self._get_obs(), space.low, space.high,
@@ -187,7 +187,7 @@ class FastSawyer:
         truncate = self.curr_path_length == self.max_path_length
         return self._last_stable_obs.copy(), reward, False, truncate, info
 
-    def _stock_step_after_exception(self) -> tuple[np.ndarray, Any, bool, bool, dict[str, Any]]:
+    def _step_after_sim_exception(self) -> tuple[np.ndarray, Any, bool, bool, dict[str, Any]]:
         return (self._last_stable_obs, 0.0, False, False,
                 {"success": False, "near_object": 0.0, "grasp_success": False,
                  "grasp_reward": 0.0, "in_place_reward": 0.0, "obj_to_target": 0.0,
@@ -213,6 +213,13 @@ def _uses(code: types.CodeType, names: set[str]) -> bool:
         _uses(const, names) for const in code.co_consts if isinstance(const, types.CodeType))
 
 
+def _contents(cell: types.CellType) -> Any:
+    try:
+        return cell.cell_contents
+    except ValueError:  # a cell not yet filled: nothing to copy
+        return None
+
+
 def _rebind(func: types.FunctionType, names: dict[str, tuple[Any, Any]]
             ) -> types.FunctionType | None:
     """A copy of ``func`` whose globals in ``names`` resolve to their replacements, and whose
@@ -222,12 +229,13 @@ def _rebind(func: types.FunctionType, names: dict[str, tuple[Any, Any]]
     ours = {name: new for name, (old, new) in names.items()
             if func.__globals__.get(name) is old}
     closure = func.__closure__
-    inner = [cell.cell_contents for cell in closure or ()]
+    inner = [_contents(cell) for cell in closure or ()]
     copies = [_rebind(f, names) if isinstance(f, types.FunctionType) else None for f in inner]
     if not (ours and _uses(func.__code__, set(ours))) and not any(copies):
         return None
     if any(copies):
-        closure = tuple(types.CellType(c if c is not None else f) for c, f in zip(copies, inner))
+        closure = tuple(cell if c is None else types.CellType(c)
+                        for cell, c in zip(closure, copies))
     out = types.FunctionType(func.__code__, {**func.__globals__, **ours}, func.__name__,
                              func.__defaults__, closure)
     out.__kwdefaults__ = func.__kwdefaults__
