@@ -71,8 +71,8 @@ def _uniform(stream: Iterator[int], low: float, high: float) -> float:
     return u * (high - low) + low
 
 
-#: Placements of EnvPool's generator tried for one reset.
-DRAWS = 6
+#: Placements of EnvPool's generator drawn for one reset at most, and accepted ones tried.
+DRAWS, TRIED = 64, 3
 
 
 class _Rejected(Exception):
@@ -107,10 +107,10 @@ def aligned_pair(name: str, seed: int, steps: int) -> tuple[Any, Any, np.ndarray
     """EnvPool's and Farama's environments of task ``name`` on EnvPool's placement for
     ``seed``, both reset: (envpool env, farama env, envpool obs, farama obs).
 
-    EnvPool draws again while the task rejects a placement, by its own rule; of the first
-    :data:`DRAWS` placements its generator gives, Farama gets each one its own rule accepts, and
-    the one whose reset observation comes nearest EnvPool's is kept (the same placement where
-    the two rules agree; the residual is reported)."""
+    EnvPool draws again while the task rejects a placement, by its own rule; Farama gets the
+    placements its generator gives, in turn, that Farama's own rule accepts, until one resets
+    within 1e-6 of EnvPool's reset or :data:`TRIED` have been accepted, and the nearest is kept
+    (the same placement where the two rules agree; the residual is reported)."""
     import envpool
 
     pool = envpool.make_gymnasium(envpool_id(name), num_envs=1, seed=seed,
@@ -119,7 +119,10 @@ def aligned_pair(name: str, seed: int, steps: int) -> tuple[Any, Any, np.ndarray
     space = metaworld_class(name)()._random_reset_space
     stream = _mt19937_stream(seed)
     best: tuple[float, Any, np.ndarray] | None = None
+    accepted = 0
     for _ in range(DRAWS):
+        if accepted == TRIED or (best is not None and best[0] <= 1e-6):
+            break
         rand_vec = np.array([_uniform(stream, lo, hi)
                              for lo, hi in zip(space.low.tolist(), space.high.tolist())])
         try:
@@ -128,6 +131,7 @@ def aligned_pair(name: str, seed: int, steps: int) -> tuple[Any, Any, np.ndarray
             obs = env.reset()[0]
         except _Rejected:
             continue
+        accepted += 1
         gap = float(np.abs(pool_obs - obs).max())
         if best is None or gap < best[0]:
             if best is not None:
