@@ -119,8 +119,9 @@ def model_sharing(cls: type) -> type:
 
 def metaworld_class(name: str, fast: bool = True) -> type:
     """Meta-World's environment class of task ``name`` as this project builds it: on a shared
-    compiled model (:func:`model_sharing`), with the fast step (:func:`~ptsl.core.fast_env.fast_class`,
-    the same bits as stock Meta-World's) unless ``fast`` is false."""
+    compiled model (:func:`model_sharing`), with the fast step
+    (:func:`~ptsl.core.fast_env.fast_class`, the same bits as stock Meta-World's) unless
+    ``fast`` is false."""
     from metaworld.env_dict import ALL_V3_ENVIRONMENTS
 
     from .fast_env import fast_class  # imported here: it loads MuJoCo and Meta-World

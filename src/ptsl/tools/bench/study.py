@@ -2,8 +2,9 @@
 real training loop's vector steps per second on one thread, its update and its collection (act,
 step, store; and the same on stock Meta-World's step, against the fast step the loop runs)
 timed interleaved with the GEMM rate, and the loop's time per vector step over the floor its two
-parts need: collection at the measured rate plus the update's matrix work at the GEMM rate. For a row whose seeds a group updates as one (:mod:`ptsl.core.agent.group`),
-the update of a group of :data:`GROUP_SEEDS` seeds is timed in the same rounds: its time per
+parts need: collection at the measured rate plus the update's matrix work at the GEMM rate.
+For a row whose seeds a group updates as one (:mod:`ptsl.core.agent.group`), the update of a
+group of :data:`GROUP_SEEDS` seeds is timed in the same rounds: its time per
 seed, its speed-up over one seed's update, and the loop over its floor a group's seeds would
 reach with the same collection (an estimate: the loop itself does not yet run groups).
 
