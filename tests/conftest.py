@@ -60,7 +60,7 @@ SLOWEST_FIRST = ("test_grid.py",            # 225
                  "test_protocols_e2e.py",   # 60
                  "test_gpu_path.py", "test_restored.py",  # 50
                  "test_stage_deps.py", "test_api.py",  # 32-33
-                 "test_loop.py", "test_threads.py",  # 28-29
+                 "test_loop.py", "test_threads.py", "test_fast_env.py",  # 28-29; 20-25
                  "test_tracking_concurrency.py", "test_docs.py", "test_thread_count.py",  # 22-24
                  "test_envs.py", "test_import_layers.py",  # 17-19
                  "test_ui_server.py",       # ~15 (its CPU time; a busy machine took 112)

@@ -10,6 +10,7 @@ import sys
 
 import pytest
 
+from ptsl.core.envs import load_tasks
 from ptsl.ops.params import load_params
 from ptsl.tools.bench.updates import method_rows
 
@@ -26,7 +27,7 @@ def _bench(out_dir, *args: str) -> tuple[str, dict]:
 
 
 def test_quick_benchmark_prints_and_records_the_environment_loop_study_gpu_and_node_sections(
-        tmp_path):
+        tmp_path, task_cache):
     out, record = _bench(tmp_path, "--only", "node,gpu,loop,envs,study")
     for heading in ("Environments", "Training loop end to end", "Study studies/mt10-cpu",
                     "Runs sharing one GPU: not measured (no CUDA device)",
@@ -58,10 +59,24 @@ def test_quick_benchmark_prints_and_records_the_environment_loop_study_gpu_and_n
     assert row["floor_ms"] == row["collection_ms"] + row["update_matrix_ms"] > 0
     assert row["loop_over_floor"] == row["loop_ms"] / row["floor_ms"]
     assert "updates" not in record and "gpu_sharing" not in record
-    envs = record["envs"]
+    envs = record["envs"]["rates"]
     assert envs["raw Meta-World env, one core"]["fraction_of_raw"] == 1.0
-    assert {"MT10 vector env, sync", "MT10 vector env, async",
-            "MT10 collection, sync, policy in the loop"} <= set(envs)
+    assert {"raw Meta-World env, stock step, one core", "MT10 vector env, sync",
+            "MT10 vector env, async", "MT10 collection, sync, policy in the loop"} <= set(envs)
+    # --quick: MT10's tasks one step three ways, 30 steps, one round
+    steps = record["envs"]["steps"]
+    assert steps["steps"] == 30 and steps["rounds"] == 1
+    assert list(steps["tasks"]) == list(load_tasks("mt10", 1, task_cache).names)
+    for r in [*steps["tasks"].values(), steps["mt10_mean"]]:
+        assert r["stock_us"] > 0 and r["fast_us"] > 0 and r["mujoco_us"] > 0
+        assert r["fast_over_mujoco"] == pytest.approx(r["fast_us"] / r["mujoco_us"])
+    assert "One step per task on the same states" in out and "MT10 mean" in out
+    assert {t["target"] for t in record["targets"]} >= {
+        "MT10 mean step, fast over stock (speed-up)",
+        "MT10 mean step, fast over MuJoCo's own work",
+        "push-v3 and pick-place-v3 step, fast over stock (the smaller)"}
+    assert row["collection_stock_ms"] > 0
+    assert row["collection_speedup"] > 0 and "on stock Meta-World's step" in out
     # --quick times the loop of MT-SAC alone.
     assert set(record["loop"]) == {"MT-SAC 400x3"}
     assert record["loop"]["MT-SAC 400x3"]["update"] == "host"

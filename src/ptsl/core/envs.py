@@ -117,6 +117,19 @@ def model_sharing(cls: type) -> type:
     return type(cls.__name__, (cls,), {"_initialize_simulation": _initialize_from_compiled})
 
 
+def metaworld_class(name: str, fast: bool = True) -> type:
+    """Meta-World's environment class of task ``name`` as this project builds it: on a shared
+    compiled model (:func:`model_sharing`), with the fast step
+    (:func:`~ptsl.core.fast_env.fast_class`, the same bits as stock Meta-World's) unless
+    ``fast`` is false."""
+    from metaworld.env_dict import ALL_V3_ENVIRONMENTS
+
+    from .fast_env import fast_class  # imported here: it loads MuJoCo and Meta-World
+
+    cls = ALL_V3_ENVIRONMENTS[name]
+    return model_sharing(fast_class(cls) if fast else cls)
+
+
 def _package_version(name: str) -> str:
     from importlib.metadata import version
 
@@ -155,14 +168,13 @@ class MetaWorldTaskEnv(gym.Env):
     metadata: dict[str, Any] = {"render_modes": ["rgb_array"]}
 
     def __init__(self, name: str, goals: tuple, env_cfg: EnvConfig, seed: int,
-                 normalize: bool, render_size: int | None = None) -> None:
-        from metaworld.env_dict import ALL_V3_ENVIRONMENTS
-
+                 normalize: bool, render_size: int | None = None, fast: bool = True) -> None:
         # render_size: off-screen RGB frames of that many pixels square (rollout videos).
+        # fast: the fast step (the same bits; the benchmark and tests step stock beside it).
         render = ({} if render_size is None else
                   {"render_mode": "rgb_array", "camera_name": "corner2",
                    "width": render_size, "height": render_size})
-        self._env = model_sharing(ALL_V3_ENVIRONMENTS[name])(
+        self._env = metaworld_class(name, fast)(
             reward_function_version=env_cfg.reward_version, **render)
         self._env.seed(seed)
         self._render_ready = False
@@ -342,10 +354,11 @@ class MultiTaskVecEnv:
     """
 
     def __init__(self, tasks: TaskSet, env_cfg: EnvConfig, seed: int, *,
-                 normalize_reward: bool | None = None, vector: str = "sync") -> None:
+                 normalize_reward: bool | None = None, vector: str = "sync",
+                 fast: bool = True) -> None:
         normalize = env_cfg.normalize_reward if normalize_reward is None else normalize_reward
         fns = [functools.partial(MetaWorldTaskEnv, name, tasks.goals[i], env_cfg,
-                                 task_seed(seed, i), normalize)
+                                 task_seed(seed, i), normalize, fast=fast)
                for i, name in enumerate(tasks.names)]
         kwargs = {"autoreset_mode": gym.vector.AutoresetMode.DISABLED}
         if vector == "async":

@@ -9,6 +9,7 @@ from typing import Any
 import yaml
 
 from ...ops.params import apply_preset, parse_params
+from .steps import CONTACT_TASKS
 
 #: The reference code's own log: about 556 environment steps per second for one MT10 run.
 REFERENCE_ENV_STEPS_PER_S = 556.0
@@ -46,10 +47,23 @@ def targets(result: dict[str, Any]) -> list[dict[str, Any]]:
                     if "time over MT-SAC's" in k)
         add(f"slowest method's update over MT-SAC's ({worst[1]})", worst[0], "<= 1.5x",
             worst[0] <= 1.5)
-    collect = result.get("envs", {}).get("MT10 collection, sync, policy in the loop")
+    envs = result.get("envs") or {}
+    collect = envs.get("rates", {}).get("MT10 collection, sync, policy in the loop")
     if collect:
         add("collection with the policy in the loop, fraction of the raw step rate",
             collect["fraction_of_raw"], ">= 0.80", collect["fraction_of_raw"] >= 0.80)
+    steps = envs.get("steps")
+    if steps:
+        mean = steps["mt10_mean"]
+        add("MT10 mean step, fast over stock (speed-up)", mean["stock_over_fast"], ">= 1.4x",
+            mean["stock_over_fast"] >= 1.4)
+        add("MT10 mean step, fast over MuJoCo's own work", mean["fast_over_mujoco"], "<= 1.6x",
+            mean["fast_over_mujoco"] <= 1.6)
+        contact = [steps["tasks"][t]["stock_over_fast"] for t in CONTACT_TASKS
+                   if t in steps["tasks"]]
+        if contact:
+            add(f"{' and '.join(CONTACT_TASKS)} step, fast over stock (the smaller)",
+                min(contact), ">= 2.5x", min(contact) >= 2.5)
     loop = result.get("loop", {})
     for label, goal in ((labels["mtsac"], 3000.0), (labels["care_ptsl"], 2000.0)):
         value = loop.get(label, {}).get("env_steps_per_s")
@@ -79,7 +93,7 @@ def costs(result: dict[str, Any], params_path: Path) -> dict[str, Any]:
         return {}
     raw = yaml.safe_load(Path(params_path).read_text())
     paper = parse_params(apply_preset(raw, raw["budgets"]["paper"], "budgets.paper"))
-    env = result.get("envs", {})
+    env = (result.get("envs") or {}).get("rates", {})
     mt50 = env.get("MT50 vector env, sync", {}).get("env_steps_per_s")
     seconds_per_vector_step: dict[tuple[str, str], float] = {}
     labels = result["methods"]  # method -> its row label

@@ -1,8 +1,8 @@
 """A study's settings against their floor (``--study``, default studies/mt10-cpu): per row, the
 real training loop's vector steps per second on one thread, its update and its collection (act,
-step, store) timed interleaved with the GEMM rate, and the loop's time per vector step over
-the floor its two parts need: collection at the measured rate plus the update's matrix work at
-the GEMM rate.
+step, store; and the same on stock Meta-World's step, against the fast step the loop runs)
+timed interleaved with the GEMM rate, and the loop's time per vector step over the floor its two
+parts need: collection at the measured rate plus the update's matrix work at the GEMM rate.
 
 A CPU section on every machine: its floor is one core's GEMM rate and collection, so on a CUDA
 machine the loop runs on one CPU thread too, and every column comes from one device (a lease of
@@ -40,6 +40,10 @@ def _updates(agent: Any, buffer: ReplayBuffer, batch: int, updates: int) -> Work
         return updates
 
     return work
+
+
+#: The collection contender on stock Meta-World's step (the loop steps the fast one).
+STOCK = "collection, stock step"
 
 
 def _loop_rate(cfg: Any, runtime: Runtime, task_cache: Path | None, warmup: int,
@@ -88,6 +92,7 @@ def _rows(params: Any, runtime: Runtime, task_cache: Path | None, *, rounds: int
             progress(f"study row {label}")
         tasks = load_tasks(cfg.experiment.benchmark, 1, task_cache)
         env = MultiTaskVecEnv(tasks, cfg.env, 1, vector="sync")
+        stock_env = MultiTaskVecEnv(tasks, cfg.env, 1, vector="sync", fast=False)
         try:
             agent = build_agent(cfg, Shapes(env.obs_dim, env.action_dim, env.num_tasks),
                                 tasks.names, device)
@@ -96,13 +101,18 @@ def _rows(params: Any, runtime: Runtime, task_cache: Path | None, *, rounds: int
             flops = update_flops(agent, buffer, device, batch)
             ids = env.task_ids
             store = ReplayBuffer(200_000, env.obs_dim, env.action_dim)
-            collect = _vector_work(env, 2, buffer=store,
-                                   policy=lambda obs: agent.act(obs, ids, deterministic=False))
-            works = {GEMM: gemm_work(device), "collection": collect,
+
+            def policy(obs: np.ndarray, agent: Any = agent) -> np.ndarray:
+                return agent.act(obs, ids, deterministic=False)
+
+            works = {GEMM: gemm_work(device),
+                     "collection": _vector_work(env, 2, buffer=store, policy=policy),
+                     STOCK: _vector_work(stock_env, 2, buffer=store, policy=policy),
                      "update": _updates(agent, buffer, batch, 20)}
             rates = interleave(works, rounds, progress=progress)
         finally:
             env.close()
+            stock_env.close()
         update_ms = 1000.0 / rates.median("update")
         collection_ms = 1000.0 * env.num_tasks / rates.median("collection")  # per vector step
         matrix_ms = 1000.0 * flops / rates.median(GEMM)
@@ -112,5 +122,7 @@ def _rows(params: Any, runtime: Runtime, task_cache: Path | None, *, rounds: int
                        "batch": batch, "vector_steps_per_s": loop, "loop_ms": 1000.0 / loop,
                        "update_ms": update_ms, "update_gflop": flops / 1e9,
                        "update_matrix_ms": matrix_ms, "collection_ms": collection_ms,
+                       "collection_stock_ms": 1000.0 * env.num_tasks / rates.median(STOCK),
+                       "collection_speedup": rates.ratio("collection", STOCK),
                        "floor_ms": floor_ms, "loop_over_floor": 1000.0 / loop / floor_ms}
     return rows

@@ -32,8 +32,19 @@ def print_section(name: str, result: dict[str, Any]) -> None:
 
 def _envs(envs: dict[str, Any]) -> None:
     print("\nEnvironments                                        env steps/s   of raw")
-    for name, r in envs.items():
+    for name, r in envs.get("rates", {}).items():
         print(f"  {name:<48} {r['env_steps_per_s']:>10,.0f}   {r['fraction_of_raw']:>5.0%}")
+    steps = envs.get("steps")
+    if not steps:
+        return
+    print(f"\nOne step per task on the same states ({steps['reward_version']} reward, "
+          f"{steps['steps']} random steps a round)   us: stock    fast  MuJoCo   "
+          "stock/fast  fast/MuJoCo")
+    rows = {**steps["tasks"], "MT10 mean": steps["mt10_mean"]}
+    for name, r in rows.items():
+        print(f"  {name:<62} {r['stock_us']:>7.0f} {r['fast_us']:>7.0f} {r['mujoco_us']:>7.0f}"
+              f"   {r['stock_over_fast']:>9.2f}x {r['fast_over_mujoco']:>11.2f}x")
+    print("  MuJoCo = mj_step over the frame skip plus mj_forward, replayed on the same states")
 
 
 def _updates(up: dict[str, Any]) -> None:
@@ -60,6 +71,10 @@ def _study(study: dict[str, Any]) -> None:
               f"{r['update_ms']:>10.1f} {r['collection_ms']:>14.1f} {r['floor_ms']:>9.1f} "
               f"{r['loop_over_floor']:>10.2f}")
     print("  floor = collection (act, step, store) + the update's matrix FLOPs at the GEMM rate")
+    for name, r in study["rows"].items():
+        print(f"  {name}: collection {r['collection_ms']:.1f} ms per vector step, "
+              f"{r['collection_stock_ms']:.1f} ms on stock Meta-World's step "
+              f"({r['collection_speedup']:.2f}x)")
 
 
 def _loop(loop: dict[str, Any]) -> None:
