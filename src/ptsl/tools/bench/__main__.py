@@ -17,7 +17,6 @@ import dataclasses
 import platform
 import sys
 import time
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +25,7 @@ import torch
 from ...cli import ArgumentParser
 from ...core.envs import load_tasks
 from ...core.runtime import Runtime, precision
+from ...ops.machine import package_versions
 from ...ops.params import load_params
 from ...ops.paths import TASK_CACHE
 from ...ops.stage import run_stage
@@ -64,16 +64,6 @@ def _cpu_count() -> int:
     import os
 
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 0
-
-
-def _versions() -> dict[str, str]:
-    out = {"python": platform.python_version()}
-    for name in PACKAGES:
-        try:
-            out[name] = version(name)
-        except PackageNotFoundError:
-            out[name] = "not installed"
-    return out
 
 
 def main() -> None:
@@ -189,7 +179,8 @@ def main() -> None:
     measures = {"envs": envs, "updates": update_rows, "loop": loop, "study": study,
                 "gpu": sharing, "node": node}
     out = Path(args.out) / f"{'cuda' if cuda else 'cpu'}{'-quick' if args.quick else ''}.json"
-    record = Record(out, {"device": _device_info(device), "versions": _versions(),
+    record = Record(out, {"device": _device_info(device),
+                          "versions": package_versions(PACKAGES, missing="not installed"),
                           "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
                           "quick": args.quick, "rounds": rounds, "only": list(sections),
                           "methods": {m: label for m, (label, _) in
