@@ -1,19 +1,30 @@
-"""What the stage scripts share: one clear line and a non-zero exit on bad input or a failed
-check, instead of a traceback (every command's rule, :mod:`ptsl.cli`), and a ``kill`` that
-unwinds like Ctrl-C."""
+"""What the stage scripts share: their ``--params`` and ``--out`` options; one clear line and a
+non-zero exit on bad input or a failed check, instead of a traceback (every command's rule,
+:mod:`ptsl.cli`), and a ``kill`` that unwinds like Ctrl-C."""
 
 from __future__ import annotations
 
 import signal
 import sys
+from pathlib import Path
 from typing import Callable
 
 from ..cli import USER_ERRORS as COMMAND_ERRORS
+from ..cli import ArgumentParser
 from .tracking import TrackingError
 
 # Errors whose message already says what is wrong and what to do: every command's, and the
 # tracking store's.
 USER_ERRORS = (*COMMAND_ERRORS, TrackingError)
+
+
+def stage_parser(doc: str, out: Path | str, out_help: str) -> ArgumentParser:
+    """A stage script's parser: ``doc`` as its help, ``--params`` (the params file) and ``--out``
+    (``out_help``: what receives its outputs, ``out`` unless given)."""
+    ap = ArgumentParser(description=doc)
+    ap.add_argument("--params", default="params.yaml", help="params file (default: %(default)s)")
+    ap.add_argument("--out", default=str(out), help=f"{out_help} (default: %(default)s)")
+    return ap
 
 
 def run_stage(main: Callable[[], None]) -> None:
