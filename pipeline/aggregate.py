@@ -9,11 +9,12 @@ from pathlib import Path
 from ptsl.ops.machine import pinned_versions
 from ptsl.ops.params import load_params
 from ptsl.ops.paths import COMPUTE_PINS, EVALS, PUBLISHED, REPORTS, RUNS, VIDEOS
-from ptsl.ops.study import shared_path
+from ptsl.ops.study import shared_path, study_runs_file
 from ptsl.ops.stage import run_stage, stage_parser
 from ptsl.ops.tracking import start_run
 from ptsl.report.inputs import Published, collect
 from ptsl.report.rollouts import collect_videos
+from ptsl.report.versus import read_runs
 
 
 def main() -> None:
@@ -23,12 +24,15 @@ def main() -> None:
     # aside and swapped in (see write_reports), so a failure leaves the old reports in place.
     records = collect(params, RUNS, EVALS)
     videos = collect_videos(params, VIDEOS)
-    # A study reads the project's published numbers and pins.
+    # A study reads the project's published numbers and pins, and the runs of another study
+    # a table sets its rows beside (tables.<t>.versus).
     published = Published.load(shared_path(PUBLISHED))
+    versus_runs = {t.versus.study: read_runs(shared_path(study_runs_file(t.versus.study)))
+                   for t in params.tables.values() if t.versus is not None}
     from ptsl.report.tables import write_reports  # the plotting libraries: once inputs are good
 
     written = write_reports(params, records, published, Path(args.out), videos,
-                            pinned_versions(shared_path(COMPUTE_PINS)), RUNS)
+                            pinned_versions(shared_path(COMPUTE_PINS)), RUNS, versus_runs)
     with start_run("aggregate", "aggregate", stage="aggregate") as tracker:
         tracker.log_params({"budget": params.budget, "seeds": list(params.seeds),
                             "long_seeds": list(params.long_seeds), "steps": params.train.steps,

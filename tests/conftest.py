@@ -58,8 +58,7 @@ SLOWEST_FIRST = ("test_grid.py",            # 225
                  "test_pipeline_e2e.py",    # 65
                  "test_ablation_e2e.py",    # 60
                  "test_protocols_e2e.py",   # 60
-                 "test_group.py", "test_gpu_path.py", "test_restored.py",  # 50
-                 "test_train_group.py",     # 37
+                 "test_gpu_path.py", "test_restored.py",  # 50
                  "test_stage_deps.py", "test_api.py",  # 32-33
                  "test_loop.py", "test_threads.py",  # 28-29
                  "test_tracking_concurrency.py", "test_docs.py", "test_thread_count.py",  # 22-24

@@ -40,22 +40,15 @@ def test_quick_benchmark_prints_and_records_the_environment_loop_study_gpu_and_n
     assert record["only"] == ["envs", "loop", "study", "gpu", "node"]
     assert {k: v["status"] for k, v in record["sections"].items()} == {
         "envs": "done", "loop": "done", "study": "done", "gpu": "skipped", "node": "done"}
-    # The node's stand-in: the table's first two rows, one process each, measured together;
-    # then the first row's two seeds as one group in one process.
+    # The node's stand-in: the table's first two rows, one process each, measured together.
     node = record["node"]
-    alone, grouped = node["processes"], node["groups"]
-    assert alone["runs"] == alone["processes"] == 2 and not alone["group_size"]
-    assert list(alone["rows"]) == ["MT-SAC 400x3", "Soft Modularization 400x2"]
-    rates = [r for row in alone["rows"].values() for r in row["vector_steps_per_s_each"]]
+    assert node["runs"] == 2
+    assert list(node["rows"]) == ["MT-SAC 400x3", "Soft Modularization 400x2"]
+    rates = [r for row in node["rows"].values() for r in row["vector_steps_per_s_each"]]
     assert len(rates) == 2 and all(r > 0 for r in rates)
-    assert alone["vector_steps_per_s"] == sum(rates) and alone["gpu_busy"] is None
-    assert alone["busy_cores"] > 0 and alone["limit"]
-    assert grouped["runs"] == 2 and grouped["processes"] == 1 and grouped["group_size"] == 2
-    (row,) = grouped["rows"].values()
-    assert len(row["vector_steps_per_s_each"]) == 2 and row["together"] > 0
-    assert node["groups_over_processes"] == pytest.approx(
-        (grouped["vector_steps_per_s"] / 2) / (alone["vector_steps_per_s"] / 2))
-    assert "A node's table: 2 runs at once (1 processes, seed groups of 2" in out
+    assert node["vector_steps_per_s"] == sum(rates) and node["gpu_busy"] is None
+    assert node["busy_cores"] > 0 and node["limit"]
+    assert "A node's table: 2 runs at once (one process each" in out
     (target,) = [t for t in record["targets"] if "node" in t["target"]]
     assert target["status"] == "not measured"  # a GPU node's target
     # --quick measures the study's first row: its loop against collection + matrix work.

@@ -370,3 +370,35 @@ def test_every_docs_page_is_linked_from_the_readme():
     targets = LINK.findall((ROOT / "README.md").read_text())
     linked = {(ROOT / t.partition("#")[0]).resolve() for t in targets}
     assert [_rel(d) for d in DOCS[1:] if d.resolve() not in linked] == []
+
+
+# --------------------------------------------------------------------------------------------
+# docs/speed.md: a reference page; what was measured when is in reports/bench/HISTORY.md
+
+SPEED = ROOT / "docs" / "speed.md"
+#: A date or a commit id (7 to 40 hex digits).
+DATED = re.compile(r"\d{4}-\d{2}-\d{2}|\b[0-9a-f]{7,40}\b", re.I)
+LINK_TARGET = re.compile(r"\]\([^)\s]+\)")
+
+
+def dated_lines(text: str) -> list[str]:
+    """The lines that carry a date or a commit id outside a link's target (a record's folder,
+    such as ``reports/bench/2026-11-28d-h200/``, may carry its date in a link)."""
+    return [line for line in text.splitlines() if DATED.search(LINK_TARGET.sub("]()", line))]
+
+
+def test_speed_is_a_reference_page():
+    text = SPEED.read_text()
+    assert len(text.splitlines()) <= 250
+    assert dated_lines(text) == []
+    # Seed groups were measured and not kept: the page says so once, and describes no such API.
+    assert not re.search(r"SeedGroup|train_group|batch_updates|--seed \d+ --seed", text)
+
+
+def test_the_dated_check_can_fail():
+    text = ("[record](../reports/bench/2026-11-27i-h200/README.md): 0.92x\n"
+            "project at 3a00f38\n"
+            "[2026-11-28b-h200/](../reports/bench/2026-11-28b-h200/README.md)\n"
+            "measured on 2026-11-25\n"
+            "1,063.0 vector steps/s, 1007.7 ms\n")
+    assert dated_lines(text) == text.splitlines()[1:4]

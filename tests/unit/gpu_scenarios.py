@@ -19,7 +19,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from ptsl.core.agent.builders import Shapes, build_agent
 from ptsl.core.config import RunConfig
-from ptsl.core.cuda import DeviceUpdate, accelerate, group_update
+from ptsl.core.cuda import DeviceUpdate, accelerate
 from ptsl.core.cuda.buffer import DeviceReplayBuffer
 from ptsl.core.cuda.step import LOSS_NAMES, WARMUP_UPDATES
 
@@ -111,66 +111,6 @@ def resume_recaptures(cfg: RunConfig, shapes: Shapes, names: tuple[str, ...], de
     return captured
 
 
-def _seed_sides(cfg: RunConfig, seeds: list[int], shapes: Shapes, names, device) -> list[Side]:
-    return [side(cfg.model_copy(update={"seed": seed}), shapes, names, device, graph=False,
-                 buffer_seed=100 + seed) for seed in seeds]
-
-
-def _close_state(want: dict, got: dict, atol: float, where: str) -> None:
-    for key, value in want["model"].items():
-        diff = (got["model"][key].double() - value.double()).abs().max().item()
-        assert diff <= atol, f"{where}: weight {key} differs by {diff:.3g} (> {atol:g})"
-
-
-def group_updates(cfg: RunConfig, seeds: list[int], shapes: Shapes, names, device,
-                  backend=None, updates: int = 8, rows: int = 64,
-                  atol: float | None = None) -> None:
-    """A seed group's update, captured through ``backend`` (CUDA's when None), against the same
-    group's update eager and against each seed's own update, all fed the same transitions while
-    the buffers grow and the agents act between updates. The captured group equals the eager
-    group bit for bit (every seed's losses, actions, weights and Adam moments); each seed's own
-    update equals the group's bit for bit when ``atol`` is None, else its weights agree within
-    ``atol`` (a method whose batched contractions sum in another order)."""
-    sides = {"captured": _seed_sides(cfg, seeds, shapes, names, device),
-             "eager": _seed_sides(cfg, seeds, shapes, names, device),
-             "alone": _seed_sides(cfg, seeds, shapes, names, device)}
-    captured = group_update([s.update for s in sides["captured"]], graph=True, backend=backend)
-    eager = group_update([s.update for s in sides["eager"]], graph=False)
-    assert captured.step.group.batched and eager.step.group.batched, "the group did not batch"
-    obs = np.random.default_rng(99).normal(size=(shapes.num_tasks, shapes.obs_dim))
-    tasks = np.arange(shapes.num_tasks)
-    for group in sides.values():
-        for k, s in enumerate(group):
-            s.buffer.add(*transitions(200, 50 * k, shapes))
-    for i in range(updates):
-        acts = {}
-        for name, group in sides.items():
-            for k, s in enumerate(group):
-                s.buffer.add(*transitions(rows, 1000 * k + i, shapes))
-            acts[name] = [s.agent.act(obs.astype(np.float32), tasks, deterministic=False)
-                          for s in group]
-        for a, b in zip(acts["captured"], acts["eager"]):
-            np.testing.assert_array_equal(a, b, err_msg=f"actions before update {i}")
-        got, want = captured(), eager()
-        alone = [s.update() for s in sides["alone"]]
-        for k, (g, w, own) in enumerate(zip(got, want, alone)):
-            _same_losses(g, w, f"update {i}, seed {seeds[k]}, captured group against eager")
-            if atol is None:
-                _same_losses(own, g, f"update {i}, seed {seeds[k]}, alone against the group")
-    for k, seed in enumerate(seeds):
-        state = {n: sides[n][k].agent.training_state() for n in sides}
-        assert_same_training_state(state["eager"], state["captured"])
-        if atol is None:
-            assert_same_training_state(state["alone"], state["captured"])
-        else:
-            _close_state(state["alone"], state["captured"], atol, f"seed {seed}")
-    runner = captured.runner
-    assert runner.captures == 1 and runner.replays == updates - WARMUP_UPDATES
-
-
-# ---------------------------------------------------------------------------------- stand-ins
-
-
 class StandIn:
     """A capture backend on CPU: eager calls run the step, the 'graph' replays it by running it
     again. Records what the protocol asked for."""
@@ -247,36 +187,3 @@ class CapturingStandIn(StandIn):
         except Exception:
             raise RuntimeError("operation failed due to a previous error during capture")
         return SimpleNamespace(replay=fn)
-
-
-def group_acts(cfg: RunConfig, seeds: list[int], shapes: Shapes, names, device,
-               atol: float | None = None) -> None:
-    """A seed group's actions on the device path (static task selections) against each seed's
-    own ``act``: deterministic and stochastic, three calls; equal bit for bit when ``atol`` is
-    None, else within ``atol``; every seed's generator where its own acting leaves it."""
-    from ptsl.core.agent.group import SeedGroup
-    from ptsl.core.cuda.task_index import StaticTaskIndex
-
-    def agents():
-        out = []
-        for seed in seeds:
-            agent = build_agent(cfg.model_copy(update={"seed": seed}), shapes, names,
-                                device=device)
-            agent.task_index = StaticTaskIndex
-            out.append(agent)
-        return out
-
-    alone, group = agents(), SeedGroup(agents())
-    rng = np.random.default_rng(7)
-    tasks = [np.arange(shapes.num_tasks)] * len(seeds)
-    for deterministic in (True, False, False):
-        obs = [rng.normal(size=(shapes.num_tasks, shapes.obs_dim)).astype(np.float32)
-               for _ in seeds]
-        own = [a.act(o, t, deterministic) for a, o, t in zip(alone, obs, tasks)]
-        for seed, mine, theirs in zip(seeds, own, group.act(obs, tasks, deterministic)):
-            if atol is None:
-                np.testing.assert_array_equal(theirs, mine, err_msg=f"seed {seed}")
-            else:
-                np.testing.assert_allclose(theirs, mine, rtol=0, atol=atol, err_msg=f"seed {seed}")
-    for a, b in zip(alone, group.agents):
-        assert torch.equal(a.generator.get_state(), b.generator.get_state())

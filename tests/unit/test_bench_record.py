@@ -156,26 +156,6 @@ def test_what_limits_a_node():
     assert "cores not sampled" in limit(0.2, None, 16)
 
 
-def test_a_node_section_that_failed_part_way_prints_and_summarises_what_it_measured(capsys):
-    """The node section keeps the separate processes' figures when its groups fail: the table
-    prints them, and the targets read no figure that is not there."""
-    from ptsl.tools.bench.report import targets
-    from ptsl.tools.bench.table import print_section
-
-    form = {"runs": 1, "form": "1 processes, one run each", "vector": "sync", "mps_note": "x",
-            "seconds": 3.0, "rows": {"MT-SAC": {"vector_steps_per_s_each": [5.0],
-                                                "together": 5.0}},
-            "vector_steps_per_s": 5.0, "limit": "the cores"}
-    result = {"node": {"processes": form},
-              "sections": {"node": {"status": "failed", "error": "node: worker 1 of 1 failed"}},
-              "device": {"type": "cuda"}, "methods": {"mtsac": "MT-SAC", "care_ptsl": "CARE+PTSL"}}
-    print_section("node", result)
-    out = capsys.readouterr().out
-    assert "all 1 runs together: 5.0 vector steps/s" in out and "Section node failed" in out
-    (row,) = [t for t in targets(result) if "node" in t["target"]]
-    assert row["value"] is None
-
-
 def test_workers_that_start_processes_of_their_own():
     """The node's workers may start environment workers (PTSL_VECTOR=async): a daemonic process
     may not, a worker run with ``children`` may."""

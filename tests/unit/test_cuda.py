@@ -182,36 +182,3 @@ def test_captured_step_counts():
         s.update()
     runner: CapturedStep = s.update.runner
     assert (runner.eager_done, runner.captures, runner.replays) == (WARMUP_UPDATES, 1, 7)
-
-
-@pytest.mark.parametrize("name", ["mtsac", "care", "care_ptsl", "sac_ptsl", "moore"])
-def test_a_seed_group_captured_equals_eager_on_cuda(name):
-    """A seed group's update on CUDA (ptsl.core.cuda.group_update): one captured graph for
-    three seeds equals the same group eager bit for bit, and each seed's weights stay within
-    float rounding of its own update's (Adam's steps are at most lr apart)."""
-    scenarios.group_updates(variant_cfg(METHODS[name]), [2, 1, 3], SHAPES, NAMES, CUDA,
-                            updates=10, atol=1e-3)
-
-
-@pytest.mark.parametrize("method", ["mtsac", "care_ptsl"])
-def test_train_group_on_cuda_captured_equals_eager(method, task_cache):
-    """train_group on CUDA (the seeds' updates one captured graph by default) with
-    PTSL_GRAPH=1 and 0: every seed's curve and state the same bit for bit; and each seed's
-    curve has the rows of its run alone."""
-    from ptsl.core.loop import train_group
-
-    cfgs = [_tiny(method=method).model_copy(update={"seed": s}) for s in (1, 2)]
-    runs = [train_group(cfgs, task_cache=task_cache, progress=False,
-                        runtime=Runtime(device="cuda", graph=graph, vector="sync"))
-            for graph in (True, False)]
-    for captured, eager in zip(*runs):
-        assert captured.curve.to_csv() == eager.curve.to_csv()
-        assert_same_training_state(eager.agent.training_state(), captured.agent.training_state())
-    alone = train(cfgs[0], task_cache=task_cache, progress=False,
-                  runtime=Runtime(device="cuda", vector="sync"))
-    assert list(alone.curve["step"]) == list(runs[0][0].curve["step"])
-
-
-@pytest.mark.parametrize("name", ["mtsac", "care_ptsl", "moore"])
-def test_a_seed_group_acts_as_each_seed_alone_on_cuda(name):
-    scenarios.group_acts(variant_cfg(METHODS[name]), [2, 1, 3], SHAPES, NAMES, CUDA, atol=1e-5)

@@ -287,27 +287,3 @@ def test_the_device_sampler_draws_from_the_whole_growing_buffer():
 
 def _same_state(a, b) -> None:
     assert_same_training_state(a.training_state(), b.training_state())
-
-
-# Methods whose batched update keeps each seed's bits on CPU (every product through
-# ptsl.core.agent.nets.mlp.linear, which runs the seeds in turn on a host where its batched form
-# would not keep them); the others agree to rounding. Multi-head SAC's heads and MT-SAC+PTSL's
-# task layers multiply under torch's own batching rules: exact on the AVX-512 Xeons, not on an
-# AVX2-only AMD EPYC.
-_GROUP_EXACT = {"mtsac", "mtsac_onehot"}
-
-
-@pytest.mark.parametrize("name", list(METHODS))
-def test_a_seed_group_captured_equals_eager_and_each_seed_alone(name):
-    """The device path's group step (ptsl.core.cuda.group_update) for every method: captured
-    through the stand-in equals the eager group bit for bit, and each seed's own static update
-    bit for bit or, where the batched contractions sum in another order, to 1e-5."""
-    scenarios.group_updates(variant_cfg(METHODS[name]), [2, 1, 3], SHAPES, NAMES, "cpu",
-                            StandIn(), atol=None if name in _GROUP_EXACT else 1e-5)
-
-
-@pytest.mark.parametrize("name", list(METHODS))
-def test_a_seed_group_acts_as_each_seed_alone(name):
-    """The device path's group act (one forward of every seed's policy, one host read) gives
-    each seed the actions and generator state of its own act, bit for bit, for every method."""
-    scenarios.group_acts(variant_cfg(METHODS[name]), [2, 1, 3], SHAPES, NAMES, "cpu")

@@ -301,7 +301,7 @@ tr = Training(cfg, Runtime(device="cpu", vector="sync"), Path({cache!r}),
 tr.open(progress=False)
 
 def step(i):
-    tr.run_steps(i, i + 1, None, None)
+    tr.step(i, None, None)
 
 for i in range(4):
     step(i)

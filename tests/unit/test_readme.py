@@ -3,6 +3,8 @@ reports/results.md, and the README stays short enough to read in a minute."""
 
 from __future__ import annotations
 
+import re
+
 from ptsl.report.markdown import SUMMARY_END, SUMMARY_START
 from ptsl.report.readme import embedded, render, render_check
 
@@ -18,8 +20,15 @@ def test_readme_results_block_matches_reports():
 
 
 def test_the_readme_reads_in_a_minute():
-    # A study's block (render_study) leaves its protocol and metric lines to its results.md.
-    assert len((ROOT / "README.md").read_text().splitlines()) <= 180
+    """At most 150 lines, none over 160 characters outside code blocks and the generated
+    contrasts table (a study's block is one line with links: render_study)."""
+    from ptsl.report.readme import CONTRASTS
+
+    text = (ROOT / "README.md").read_text()
+    assert len(text.splitlines()) <= 150
+    i, j = text.index(CONTRASTS[0]), text.index(CONTRASTS[1])
+    prose = re.sub(r"```.*?```", "", text[:i] + text[j:], flags=re.S)
+    assert [line for line in prose.splitlines() if len(line) > 160] == []
 
 
 def test_render_points_links_into_reports():
@@ -60,7 +69,7 @@ def test_the_block_is_the_summary_of_every_benchmark(tmp_path):
 def test_study_blocks_match_their_reports_once_they_have_them():
     """Each study block of the README is its study's summary where the study has reports, and
     is left as written (a status line) where it has none yet."""
-    from ptsl.report.readme import STUDY_BLOCK, render_study, study_time_record
+    from ptsl.report.readme import STUDY_BLOCK, render_study
 
     readme = (ROOT / "README.md").read_text()
     names = [m["name"] for m in STUDY_BLOCK.finditer(readme)]
@@ -69,8 +78,7 @@ def test_study_blocks_match_their_reports_once_they_have_them():
         folder = ROOT / "studies" / m["name"]
         results = folder / "reports" / "results.md"
         if results.is_file():
-            assert m[0] == render_study(m["name"], results.read_text(), study_time_record(folder),
-                                        (folder / "time.png").is_file()), (
+            assert m[0] == render_study(m["name"], results.read_text(), folder), (
                 "README is stale: run `python -m ptsl.report.readme`")
 
 
@@ -85,42 +93,14 @@ def test_a_study_block_is_rendered_from_its_reports_and_a_pending_one_kept(tmp_p
     (reports / "results.md").write_text(
         f"{SUMMARY_START}\nProtocol: p.\n\nMetric: m.\n\n**T**\n\n| a |\n\n![c](figures/t.png)\n"
         f"{SUMMARY_END}\n")
+    (reports.parent / "time.png").write_bytes(b"")
     out = with_studies(readme, tmp_path)
-    # The protocol and metric stay in results.md, which the title links.
-    assert f"{done[0]}\nStudy `done`: **T** (protocol, metric and every table: " \
-           "[studies/done/reports/results.md](studies/done/reports/results.md))\n\n| a |\n\n" \
-           f"![c](studies/done/reports/figures/t.png)\n{done[1]}" in out
-    assert "Protocol" not in out and "Metric" not in out
+    # One line: the headline table's title and the links (results, the timeline it has).
+    assert (f"{done[0]}\n- `done`: T: [results](studies/done/reports/results.md), "
+            f"[timeline](studies/done/time.png).\n{done[1]}") in out
+    assert "Protocol" not in out and "| a |" not in out
     assert f"{pending[0]}\n1 of 5 runs\n{pending[1]}" in out
     assert out.startswith("intro\n") and "\nmiddle\n" in out and out.endswith("end\n")
-
-
-def test_a_study_block_says_how_long_the_study_took(tmp_path):
-    """With the study's time record (python -m ptsl.tools.study_time) the block ends with one line
-    of training time in all and per run, wall time and runs at once."""
-    import json
-
-    from ptsl.report.readme import study_markers, with_studies
-
-    done = study_markers("done")
-    folder = tmp_path / "studies" / "done"
-    (folder / "reports").mkdir(parents=True)
-    (folder / "reports" / "results.md").write_text(f"{SUMMARY_START}\n**T**\n{SUMMARY_END}\n")
-    runs = [{"stage": f"train@a-{i}", "finished": True, "seconds": s}
-            for i, s in enumerate((1200.0, 3000.0, 2400.0))]
-    record = {"train": runs + [{"stage": "train@a-9", "finished": False, "seconds": 60.0}],
-              "training_runs_not_in_store": ["train@b-1"], "training_seconds": 6660.0,
-              "wall_seconds": 9000.0, "most_training_runs_at_once": 2, "threads_per_run": ["1"]}
-    (folder / "time.json").write_text(json.dumps(record))
-    (folder / "time.png").write_bytes(b"")
-    out = with_studies(f"{done[0]}\nrunning\n{done[1]}\n", tmp_path)
-    assert out.endswith(
-        "\n\nHow long it took ([time.json](studies/done/time.json), [timeline]"
-        "(studies/done/time.png), from the MLflow store): 3 "
-        "training runs, 1.9 h of training (20 to 50 min per run, median 40; killed attempts "
-        "and the steps a resume repeats included), 2.5 h of wall time from the first start to "
-        "the last end, pauses included, at most 2 runs at once with 1 torch thread(s) each; 1 "
-        f"more run(s) logged to another store.\n{done[1]}\n")
 
 
 def test_the_contrasts_block_sets_each_studys_contrasts_side_by_side(tmp_path):
@@ -140,12 +120,9 @@ def test_the_contrasts_block_sets_each_studys_contrasts_side_by_side(tmp_path):
         (folder / "reports" / "tables").mkdir(parents=True)
         shutil.copy(ROOT / "studies" / "mt10-cpu" / "params.yaml", folder / "params.yaml")
         (folder / "reports" / "tables" / "t_contrasts.csv").write_text(head + "\n".join(lines))
-    (tmp_path / "studies" / "a" / "reports" / "figures").mkdir()
-    (tmp_path / "studies" / "a" / "reports" / "figures" / "t_contrasts.png").write_bytes(b"")
     view = contrasts_view(tmp_path)
     assert view.splitlines()[1] == (
-        "| contrast (paired by seed) | a (batch 128; "
-        "[figure](studies/a/reports/figures/t_contrasts.png)) | b (batch 128) |")
+        "| contrast (paired by seed) | a (batch 128, v1 reward) | b (batch 128, v1 reward) |")
     assert "| X − Y | +0.050 [-0.100, +0.200], 2 pair(s) (primary) | — |" in view
     assert "| Z − Y | — | -0.200 no interval, 1 pair(s) |" in view
     readme = f"intro\n{CONTRASTS[0]}\nold\n{CONTRASTS[1]}\nend\n"
@@ -155,10 +132,12 @@ def test_the_contrasts_block_sets_each_studys_contrasts_side_by_side(tmp_path):
     assert with_contrasts(text, ROOT) == text, "README is stale: run `python -m ptsl.report.readme`"
 
 
-def test_a_study_block_without_a_headline_table_still_links_its_results():
+def test_a_study_block_without_a_headline_table_still_links_its_results(tmp_path):
     from ptsl.report.readme import render_study, study_markers
 
-    block = render_study("s", f"{SUMMARY_START}\nProtocol: p.\n\nMetric: m.\n{SUMMARY_END}\n")
+    (tmp_path / "PREREGISTRATION.md").write_text("x")
+    block = render_study("s", f"{SUMMARY_START}\nProtocol: p.\n\nMetric: m.\n{SUMMARY_END}\n",
+                         tmp_path)
     start, end = study_markers("s")
-    assert block == (f"{start}\nStudy `s`: protocol, metric and every table: "
-                     f"[studies/s/reports/results.md](studies/s/reports/results.md).\n{end}")
+    assert block == (f"{start}\n- `s`: its reports: [results](studies/s/reports/results.md), "
+                     f"[pre-registration](studies/s/PREREGISTRATION.md).\n{end}")

@@ -17,10 +17,11 @@ from ..conftest import ROOT
 
 
 def test_every_committed_study_is_in_sync_with_the_project():
-    expected = study.study_dvc_yaml((ROOT / "dvc.yaml").read_text())
+    project = (ROOT / "dvc.yaml").read_text()
     folders = study.study_dirs(ROOT)
     assert [f.name for f in folders] == ["mt10-b1280", "mt10-b1280-v2", "mt10-cpu"]
     for folder in folders:
+        expected = study.study_dvc_yaml(project, versus=study.versus_studies(folder))
         assert (folder / "dvc.yaml").read_text() == expected, \
             f"{folder}/dvc.yaml is stale: run `python -m ptsl.ops.study sync`"
         validated = load_params(folder / "params.yaml")
@@ -37,6 +38,11 @@ def test_the_study_pipeline_calls_the_projects_code_and_keeps_its_own_data():
     assert train["outs"] == project["stages"]["train"]["outs"]  # the study's own data/runs
     deps = spec["stages"]["aggregate"]["deps"]
     assert "../../data/published" in deps and "data/runs" in deps and "data/eval" in deps
+    # A study whose table sets its rows beside another study's depends on that study's runs.
+    versus = yaml.safe_load(study.study_dvc_yaml((ROOT / "dvc.yaml").read_text(),
+                                                 versus=("mt10-b1280",)))
+    assert versus["stages"]["aggregate"]["deps"] == deps + [
+        "../../studies/mt10-b1280/reports/data/runs.csv"]
 
 
 def test_shared_paths_from_a_study_folder_reach_the_project(tmp_path):

@@ -106,7 +106,7 @@ def test_an_unknown_study_is_one_line(monkeypatch):
     with pytest.raises(FileNotFoundError) as err:
         tool.main(["nope"])
     assert str(err.value) == (f"no study 'nope' (no studies/nope/params.yaml in {ROOT}); "
-                              "studies here: mt10-b1280, mt10-cpu")
+                              "studies here: mt10-b1280, mt10-b1280-v2, mt10-cpu")
 
 
 def test_a_store_with_the_study_gives_its_table(store, tmp_path, monkeypatch, capsys):

@@ -301,23 +301,6 @@ class RunConfig(BaseModel):
         return section(RunConfig, {**data, **kept}, "config")
 
 
-def check_seed_group(cfgs: "typing.Sequence[RunConfig]") -> None:
-    """Runs trained side by side as one seed group must differ in their seed only, each seed
-    once: else a :class:`ConfigError` naming the two runs."""
-    if not cfgs:
-        raise ConfigError("a seed group needs at least one run")
-    first = cfgs[0]
-    seen = {first.seed}
-    for cfg in cfgs[1:]:
-        if cfg.seed in seen:
-            raise ConfigError(f"seed {cfg.seed} of {cfg.name} given twice")
-        seen.add(cfg.seed)
-        if cfg.model_copy(update={"seed": first.seed}) != first:
-            raise ConfigError(f"seeds {first.seed} and {cfg.seed} of {cfg.name} differ in more "
-                              "than their seed (a long-table seed trains longer); train them "
-                              "separately")
-
-
 def resolve_run(name: str, seed: int, experiment: ExperimentConfig, env: EnvConfig,
                 sac: SACConfig, train: TrainConfig, pal_dim: int,
                 long_seeds: tuple[int, ...]) -> RunConfig:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,10 +28,10 @@ import torch
 from tqdm import tqdm
 
 from . import faults
-from .agent.buffer import Batch, ReplayBuffer
+from .agent.buffer import ReplayBuffer
 from .agent.builders import Shapes, build_agent
 from .agent.sac import MultiTaskSAC, check_losses
-from .config import RunConfig, check_seed_group
+from .config import RunConfig
 from .envs import MultiTaskVecEnv, StepResult, load_tasks
 from .errors import TrainingDiverged
 from .evaluation import evaluate, evaluator
@@ -90,7 +90,7 @@ class TrainResult:
 
 class Training:
     """One run in progress: its environments, agent, replay buffer, random generator and what it
-    has recorded so far. :meth:`run` is the loop; each of its steps is a method."""
+    has recorded so far. :meth:`run` is the loop over :meth:`step`."""
 
     def __init__(self, cfg: RunConfig, runtime: Runtime, task_cache: Path | None,
                  checkpoints: ResumeCheckpoints, log: RunLog) -> None:
@@ -152,7 +152,8 @@ class Training:
         """Train from :attr:`start` to ``train.steps`` vector steps."""
         try:
             self.open(progress)
-            self.run_steps(self.start, self.cfg.train.steps, on_eval, on_step)
+            for step in range(self.start, self.cfg.train.steps):
+                self.step(step, on_eval, on_step)
             self.finish(on_eval)
         finally:
             self.close()
@@ -166,52 +167,28 @@ class Training:
                         dynamic_ncols=True)
         self.obs = self.env.reset(keep_goals=self.start > 0)
 
-    def run_steps(self, start: int, stop: int,
-                  on_eval: Callable[[dict[str, float]], None] | None,
-                  on_step: Callable[[int], None] | None) -> None:
-        """Vector steps ``start`` to ``stop``, each with its own updates."""
-        for step in range(start, stop):
-            if self.begin_step(step, on_eval):
-                for _ in range(self.updates_due(step)):
-                    self.losses.append((step, self.update()))
-                    faults.point("update")
-            self.end_step(step, on_step)
-
-    def begin_step(self, step: int, on_eval: Callable[[dict[str, float]], None] | None) -> bool:
-        """Evaluate when due, choose the action and start the environments' step; whether this
-        step updates. Only an update is worth overlapping with the step: the warm-up steps the
-        environments in this thread."""
-        updating = self.evaluate_when_due(step, on_eval)
-        self.start_step(self.act(self.obs, updating), updating)
-        return updating
-
-    def evaluate_when_due(self, step: int,
-                          on_eval: Callable[[dict[str, float]], None] | None) -> bool:
-        """:meth:`begin_step`'s evaluation; whether this step updates."""
+    def step(self, step: int, on_eval: Callable[[dict[str, float]], None] | None,
+             on_step: Callable[[int], None] | None) -> None:
+        """Vector step ``step``: evaluate when due; act; from ``init_steps`` on start the
+        environments' step, update (``init_steps`` updates at the first such step, then one)
+        and finish the step, so that the environments step while the update runs; store the
+        transitions; end the episode when due."""
+        sac = self.cfg.sac
         if step % self.eval_interval == 0:
             self.evaluate(step, on_eval, self.bar)
-        return step >= self.cfg.sac.init_steps
-
-    def start_step(self, action: np.ndarray, updating: bool) -> None:
-        """:meth:`begin_step` after the action is chosen: start the environments' step."""
-        self.action = action
+        updating = step >= sac.init_steps
+        action = self.act(self.obs, updating)
         if updating:
             self.env.step_async(action)
-        else:
-            self.stepped = self.env.step(action)
-        self.updating = updating
-
-    def updates_due(self, step: int) -> int:
-        """Updates at an updating step: ``init_steps`` at the first, then one."""
-        sac = self.cfg.sac
-        return sac.init_steps if step == sac.init_steps else 1
-
-    def end_step(self, step: int, on_step: Callable[[int], None] | None) -> None:
-        """Finish the environments' step, store its transitions, end the episode when due."""
-        result = self.env.step_wait() if self.updating else self.stepped
+            for _ in range(sac.init_steps if step == sac.init_steps else 1):
+                self.losses.append((step, self.update()))
+                faults.point("update")
+            result = self.env.step_wait()
+        else:  # the warm-up: nothing to overlap with, so the environments step in this thread
+            result = self.env.step(action)
         if faults.nan_reward(step):
             result.reward[:] = np.nan
-        self.collect(self.obs, self.action, result, step)
+        self.collect(self.obs, action, result)
         self.obs = result.obs
         self.bar.update(1)
         if on_step:
@@ -265,15 +242,11 @@ class Training:
         return action
 
     def update_on_host(self) -> dict[str, torch.Tensor]:
-        """One update on a batch the replay buffer draws on the host (the CPU path)."""
-        return self.agent.update(self.sample_batch())
+        """One update on a batch the replay buffer draws on the host from the run's own
+        generator (the CPU path)."""
+        return self.agent.update(self.buffer.sample(self.sizes.batch_size, self.rng, self.device))
 
-    def sample_batch(self) -> Batch:
-        """The next update's batch, drawn on the host from the run's own generator."""
-        return self.buffer.sample(self.sizes.batch_size, self.rng, self.device)
-
-    def collect(self, obs: np.ndarray, action: np.ndarray, result: StepResult,
-                step: int) -> None:
+    def collect(self, obs: np.ndarray, action: np.ndarray, result: StepResult) -> None:
         """Store one transition per task; note each task's success."""
         self.buffer.add(obs, action, result.reward, result.obs, 1.0 - result.terminated,
                         self.env.task_ids)
@@ -335,118 +308,17 @@ def train(cfg: RunConfig, *, scratch_dir: Path | None = None, task_cache: Path |
     writing them resumes from the last checkpoint).
     """
     t0 = time.perf_counter()
-    _, (checkpoints,), (training,) = _start([cfg], runtime, scratch_dir, task_cache,
-                                            [log or NoLog()])
+    runtime = runtime or Runtime.from_env()
+    runtime.apply()
+    checkpoints = ResumeCheckpoints(scratch_dir, cfg)
+    training = Training(cfg, runtime, task_cache, checkpoints, log or NoLog())
+    training.resume()
     training.run(progress, on_eval, on_step)
     if not keep_checkpoint:
         checkpoints.remove()
-    return _result(training, time.perf_counter() - t0)
-
-
-def _start(cfgs: Sequence[RunConfig], runtime: Runtime | None, scratch_dir: Path | None,
-           task_cache: Path | None, logs: Sequence[RunLog]
-           ) -> tuple[Runtime, list[ResumeCheckpoints], list[Training]]:
-    """The runtime applied, and each run built and resumed from its newest checkpoint."""
-    runtime = runtime or Runtime.from_env()
-    runtime.apply()
-    checkpoints = [ResumeCheckpoints(scratch_dir, cfg) for cfg in cfgs]
-    runs = [Training(cfg, runtime, task_cache, ck, log)
-            for cfg, ck, log in zip(cfgs, checkpoints, logs)]
-    for run in runs:
-        run.resume()
-    return runtime, checkpoints, runs
-
-
-def _result(run: Training, wall: float) -> TrainResult:
-    return TrainResult(agent=run.agent, curve=Curve.frame(run.curve),
-                       parameter_count=run.agent.parameter_count(), wall_seconds=wall,
-                       resumed_from=run.start)
-
-
-def train_group(cfgs: Sequence[RunConfig], *, scratch_dir: Path | None = None,
-                task_cache: Path | None = None, logs: Sequence[RunLog] | None = None,
-                progress: bool = True, runtime: Runtime | None = None,
-                keep_checkpoint: bool = False, batch_updates: bool | None = None,
-                on_step: Callable[[int], None] | None = None) -> list[TrainResult]:
-    """Train several seeds of one experiment in this process, side by side: each seed's run
-    (environments, agent, replay buffer, generator, log, checkpoints) as :func:`train` makes it,
-    written exactly as that seed alone would write it, the seeds' updates made as one
-    (:class:`ptsl.core.agent.group.SeedGroup`, where the method batches).
-
-    The seeds step in lockstep: at every vector step each evaluates when due, acts and starts
-    its environments' step, then the seeds update, then each finishes its step. Seeds resumed
-    from checkpoints of different steps first run alone until they meet. ``cfgs`` must differ
-    in their seed only.
-
-    ``batch_updates``: the seeds' updates as one (:class:`~ptsl.core.agent.group.SeedGroup`);
-    otherwise each seed updates in turn. By default on the device path (every seed's batch
-    gathered on the GPU, one update of all, captured as one CUDA graph:
-    :func:`ptsl.core.cuda.group_update`) and off on the host path, where it keeps every seed's
-    bytes but is slower than the seeds' own updates today (docs/speed.md, seed groups).
-    ``on_step(done)`` is called after every vector step the seeds take together.
-    """
-    from .agent.group import SeedGroup
-
-    check_seed_group(cfgs)
-    first = cfgs[0]
-    t0 = time.perf_counter()
-    runtime, checkpoints, runs = _start(
-        cfgs, runtime, scratch_dir, task_cache,
-        list(logs) if logs is not None else [NoLog() for _ in cfgs])
-    starts = [run.start for run in runs]
-    on_host = runs[0].update_path == "host"
-    if batch_updates is None:
-        batch_updates = not on_host
-    update_all: Callable[[], list[dict[str, torch.Tensor]]] | None = None
-    group: SeedGroup | None = None
-    if batch_updates and len(runs) > 1:
-        if on_host:
-            group = SeedGroup([run.agent for run in runs])
-            update_all = lambda: group.update([run.sample_batch() for run in runs])  # noqa: E731
-        else:
-            from .cuda import group_update
-
-            update_all = group_update([run.update for run in runs], graph=runtime.graph)
-            group = update_all.step.group
-    try:
-        for run in runs:
-            run.open(progress)
-        meet = max(starts)
-        for run in runs:  # behind the others after a resume: catch up alone
-            run.run_steps(run.start, meet, None, None)
-        for step in range(meet, first.train.steps):
-            updating = [run.evaluate_when_due(step, None) for run in runs]
-            if group is not None and updating[0]:
-                # The seeds act as one (on the device path one forward and one host read).
-                actions = group.act([run.obs for run in runs],
-                                    [run.env.task_ids for run in runs], deterministic=False)
-            else:
-                actions = [run.act(run.obs, u) for run, u in zip(runs, updating)]
-            for run, action, u in zip(runs, actions, updating):
-                run.start_step(action, u)
-            if updating[0]:
-                for _ in range(runs[0].updates_due(step)):
-                    if update_all is not None:
-                        losses = update_all()
-                    else:
-                        losses = [run.update() for run in runs]
-                    for run, loss in zip(runs, losses):
-                        run.losses.append((step, loss))
-                    faults.point("update")
-            for run in runs:
-                run.end_step(step, None)
-            if on_step:
-                on_step(step + 1)
-        for run in runs:
-            run.finish(None)
-    finally:
-        for run in runs:
-            run.close()
-    if not keep_checkpoint:
-        for ck in checkpoints:
-            ck.remove()
-    wall = time.perf_counter() - t0
-    return [_result(run, wall) for run in runs]
+    return TrainResult(agent=training.agent, curve=Curve.frame(training.curve),
+                       parameter_count=training.agent.parameter_count(),
+                       wall_seconds=time.perf_counter() - t0, resumed_from=training.start)
 
 
 def write_outputs(cfg: RunConfig, result: TrainResult, out_dir: Path) -> None:

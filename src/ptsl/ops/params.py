@@ -14,15 +14,15 @@ import copy
 import re
 import typing
 from pathlib import Path
-from typing import Any, Literal, Mapping, MutableMapping
+from typing import Annotated, Any, Literal, Mapping, MutableMapping
 
 import yaml
 from pydantic import (BaseModel, ConfigDict, Field, StrictBool, StrictStr, TypeAdapter,
                       ValidationError)
 
 from ..core.config import (MAX_SEED, Count, EnvConfig, EvaluateConfig, ExperimentConfig,
-                           RunConfig, SACConfig, Section, Seed, TrainConfig, check_top_pal_dim,
-                           config_error, resolve_run, section)
+                           Number, RunConfig, SACConfig, Section, Seed, TrainConfig,
+                           check_top_pal_dim, config_error, resolve_run, section)
 from ..core.errors import ConfigError
 
 # Experiment and table names become DVC stage names, file names and dotted params keys
@@ -46,21 +46,36 @@ class ContrastConfig(Section):
     primary: StrictBool = False
 
 
+class VersusConfig(Section):
+    """Another study this table's runs repeat with one setting changed
+    (:mod:`ptsl.report.versus`): its name under studies/, the setting, and what it is here
+    (``this``) and there (``other``)."""
+
+    study: StrictStr
+    setting: StrictStr
+    this: StrictStr
+    other: StrictStr
+
+
 class TableConfig(Section):
     """One table of the paper: its rows (experiments) and the step it reports.
 
     ``at: short`` reports ``train.steps`` over all ``seeds``; ``at: long`` reports
     ``train.long_steps`` over ``long_seeds``. Both read the same runs' evaluation curves.
-    ``contrasts`` lists paired differences between its rows, reported under it.
-    ``unpublished`` names rows no published value stands beside: a control of a study's own
-    (CARE at another width), which a source's value for its method would otherwise match.
+    ``contrasts`` lists paired differences between its rows, reported under it;
+    ``equivalence`` is a margin within which the primary contrast is tested for equivalence
+    (two one-sided tests). ``unpublished`` names rows no published value stands beside: a
+    control of a study's own (CARE at another width), which a source's value for its method
+    would otherwise match. ``versus`` sets the rows beside another study's runs of them.
     """
 
     title: StrictStr
     rows: tuple[StrictStr, ...]
     at: Literal["short", "long"] = "short"
     contrasts: tuple[ContrastConfig, ...] = ()
+    equivalence: Annotated[Number, Field(gt=0.0, lt=1.0)] | None = None
     unpublished: tuple[StrictStr, ...] = ()
+    versus: VersusConfig | None = None
 
 
 class PublishedSteps(Section):
@@ -361,6 +376,12 @@ def _parse_tables(raw: Any, experiments: Mapping[str, ExperimentConfig],
             if c.row == c.minus:
                 raise ConfigError(f"{key}.contrasts: {c.row!r} minus itself; allowed: two "
                                   "different rows")
+        if table.equivalence is not None and not any(c.primary for c in table.contrasts):
+            raise ConfigError(f"{key}.equivalence: tests the primary contrast, and the table has "
+                              "none; allowed: a table with a contrast marked primary: true")
+        if table.versus is not None and not NAME_PATTERN.fullmatch(table.versus.study):
+            raise ConfigError(f"{key}.versus.study: {table.versus.study!r} is not a study name; "
+                              "allowed: a folder name under studies/")
         if sum(c.primary for c in table.contrasts) > 1:
             raise ConfigError(f"{key}.contrasts.primary: at most one primary contrast, got "
                               f"{sum(c.primary for c in table.contrasts)}")

@@ -77,16 +77,36 @@ def _rewrite_entry(entry: Any, up: str) -> Any:
     return {_rewrite_path(k, up): v for k, v in entry.items()}
 
 
-def study_dvc_yaml(project_dvc_yaml: str, depth: int = 2) -> str:
+def study_dvc_yaml(project_dvc_yaml: str, depth: int = 2, versus: tuple[str, ...] = ()) -> str:
     """A study's dvc.yaml from the project's: each stage's command calls the project's script,
-    and its deps on shared code and inputs point into the project (``depth`` folders up)."""
+    and its deps on shared code and inputs point into the project (``depth`` folders up); its
+    aggregate also depends on the runs file of each study in ``versus`` (the studies its
+    tables set their rows beside: :func:`versus_studies`)."""
     up = "../" * depth
     spec = yaml.safe_load(project_dvc_yaml)
     for stage in spec["stages"].values():
         stage["cmd"] = re.sub(r"(?<![\w./])pipeline/", up + "pipeline/", stage["cmd"])
         if "deps" in stage:
             stage["deps"] = [_rewrite_entry(d, up) for d in stage["deps"]]
+    spec["stages"]["aggregate"]["deps"] += [up + study_runs_file(name).as_posix()
+                                            for name in versus]
     return HEADER + yaml.safe_dump(spec, sort_keys=False, width=100)
+
+
+def versus_studies(folder: Path) -> tuple[str, ...]:
+    """The studies the tables of ``folder``'s params.yaml set their rows beside
+    (``tables.<t>.versus.study``), each once, in table order."""
+    raw = yaml.safe_load((folder / "params.yaml").read_text()) or {}
+    names = [(t.get("versus") or {}).get("study") for t in (raw.get("tables") or {}).values()
+             if isinstance(t, dict)]
+    return tuple(dict.fromkeys(n for n in names if isinstance(n, str)))
+
+
+def study_runs_file(name: str) -> Path:
+    """Study ``name``'s data file of every run (its aggregate's ``reports/data/runs.csv``),
+    relative to the project root; another study's table may set its rows beside them
+    (``tables.<t>.versus``), and its aggregate then depends on the file."""
+    return Path(STUDIES) / name / "reports" / "data" / "runs.csv"
 
 
 def study_dirs(root: Path) -> list[Path]:
@@ -113,9 +133,10 @@ def sync(root: Path) -> list[Path]:
     stage depends on it); returns the dvc.yaml files that changed."""
     from .paths import VALIDATED, write_stamp
 
-    text = study_dvc_yaml((root / "dvc.yaml").read_text())
+    project = (root / "dvc.yaml").read_text()
     changed = []
     for folder in study_dirs(root):
+        text = study_dvc_yaml(project, versus=versus_studies(folder))
         target = folder / "dvc.yaml"
         if not target.is_file() or target.read_text() != text:
             write_atomic(target, text)

@@ -28,6 +28,8 @@ from .stats import PREFIX, scores_at, task_columns, task_name
 
 #: Coverage of the interval.
 LEVEL = 0.95
+#: Each one-sided test's level in the equivalence test (a 90% interval inside the margin).
+TOST_ALPHA = 0.05
 
 
 @dataclass(frozen=True)
@@ -55,6 +57,20 @@ class PairedContrast:
     def interval(self, learned: bool = False) -> tuple[float, float]:
         """The 95% Student t interval of the mean difference (NaN with fewer than two pairs)."""
         return t_interval(self.learned_differences if learned else self.differences)
+
+    def equivalence(self, margin: float) -> tuple[float, float, bool]:
+        """Two one-sided paired t tests at 5% each against ``-margin`` and ``+margin`` (TOST):
+        the 90% t interval, and whether it lies inside the margin (equivalent)."""
+        lo, hi = t_interval(self.differences, 1 - 2 * TOST_ALPHA)
+        return lo, hi, bool(-margin < lo and hi < margin)
+
+    def smallest_effect(self) -> float:
+        """The smallest gain this contrast's paired test would detect with 80% power at its
+        pairs and its differences' spread (:func:`ptsl.report.power.smallest_effect`)."""
+        from .power import smallest_effect
+
+        sd = float(np.std(self.differences, ddof=1)) if self.n >= 2 else float("nan")
+        return smallest_effect(self.n, sd) if sd > 0 else float("nan")
 
 
 def t_interval(values: Sequence[float], level: float = LEVEL) -> tuple[float, float]:
@@ -172,16 +188,35 @@ def contrast_groups(path: Path) -> Iterator[tuple[str, str, pd.DataFrame]]:
         yield label, minus, lines
 
 
+def equivalence_sentence(c: PairedContrast, labels: Mapping[str, str], margin: float) -> str:
+    """The equivalence test of a contrast, and the smallest gain its test could detect."""
+    lo, hi, equivalent = c.equivalence(margin)
+    a, b = labels[c.row], labels[c.minus]
+    if np.isnan(lo):
+        return f"Equivalence within ±{margin:g}: {c.n} pair(s), too few for a test."
+    reading = (f"{a} and {b} are equivalent within ±{margin:g}" if equivalent else
+               f"equivalence within ±{margin:g} is not shown")
+    return (f"Equivalence (two one-sided paired t tests at {TOST_ALPHA:.0%}, margin "
+            f"±{margin:g}): the 90% t interval is [{lo:+.3f}, {hi:+.3f}]: {reading}. At its "
+            f"{c.n} pairs and spread (sd {np.std(c.differences, ddof=1):.3f}) the test detects "
+            f"a gain of {c.smallest_effect():.3f} with 80% power (two-sided, 5%).")
+
+
 def contrasts_markdown(contrasts: Sequence[PairedContrast], labels: Mapping[str, str],
                        learned: Sequence[str], all_tasks: Sequence[str], metric: str,
-                       step: int) -> str:
-    """The contrasts section of a table: a sentence per contrast, then the per-seed table."""
+                       step: int, equivalence: float | None = None) -> str:
+    """The contrasts section of a table: a sentence per contrast (the primary's with its
+    equivalence test where the table sets a margin), then the per-seed table."""
     if not contrasts:
         return ""
     seeds = sorted({s for c in contrasts for s in c.seeds})
     lines = [f"**Paired contrasts** ({metric} success at {step:,} vector steps per task, each "
              f"run's mean over tasks; seed by seed; mean [{LEVEL:.0%} t interval]):", ""]
-    lines += [f"- {'**Primary.** ' if c.primary else ''}{verdict(c, labels)}" for c in contrasts]
+    for c in contrasts:
+        text = f"- {'**Primary.** ' if c.primary else ''}{verdict(c, labels)}"
+        if c.primary and equivalence is not None:
+            text += " " + equivalence_sentence(c, labels, equivalence)
+        lines.append(text)
     missing = [t for t in all_tasks if t not in learned]
     lines += ["", "| contrast | " + " | ".join(f"seed {s}" for s in seeds)
               + " | mean [95% CI] | over the tasks some run learned |",
@@ -200,5 +235,5 @@ def contrasts_markdown(contrasts: Sequence[PairedContrast], labels: Mapping[str,
     return "\n".join(lines) + "\n"
 
 
-__all__ = ["LEVEL", "PairedContrast", "contrasts_frame", "contrasts_markdown", "learned_tasks",
-           "paired_contrasts", "t_interval", "verdict"]
+__all__ = ["LEVEL", "PairedContrast", "contrasts_frame", "contrasts_markdown",
+           "equivalence_sentence", "learned_tasks", "paired_contrasts", "t_interval", "verdict"]

@@ -3,11 +3,10 @@
 reports/results.md, since at the small budget its tables check the pipeline rather than compare
 methods. ``make repro`` runs this after ``dvc repro``; a test fails when the README is out of date.
 
-A study's summary goes between its own markers (``<!-- study NAME results:start -->`` and
-``... results:end -->``) from ``studies/NAME/reports/results.md`` once its aggregate has run
-(its tables and notes; the protocol and metric lines stay in results.md, linked from the title),
-with a line on how long it took from ``studies/NAME/time.json`` where there is one; until then
-what stands between them (a status line) is left as it is.
+A study's line goes between its own markers (``<!-- study NAME results:start -->`` and
+``... results:end -->``) once its aggregate has run: its headline table's title and links to its
+results.md (every table, figure and note), its pre-registration and its timeline where it has
+them; until then what stands between them (a status line) is left as it is.
 
 The block between ``<!-- studies contrasts:start -->`` and ``... contrasts:end -->`` sets the
 studies' paired contrasts side by side (:func:`contrasts_view`): a line per contrast, a column per
@@ -15,17 +14,17 @@ study that reports it, so the same contrast reads across batch sizes (a batch x 
 
 from __future__ import annotations
 
-import json
 import re
-import statistics
+import textwrap
 from pathlib import Path
-from typing import Any, Mapping
 
 from ..cli import ArgumentParser, run
 from ..core.files import write_atomic
 from .markdown import SUMMARY_END, SUMMARY_START
 
 START, END = "<!-- results:start -->", "<!-- results:end -->"
+#: The README's prose width (its lines stay under 160 characters: tests/unit/test_readme.py).
+WIDTH = 150
 
 
 def study_markers(name: str) -> tuple[str, str]:
@@ -66,62 +65,26 @@ def render_check(results_md: str) -> str:
     if m is None:
         raise ValueError("results.md has no budget in its protocol line; run `dvc repro` to "
                          "rebuild it")
-    return (f"{START}\nThe default pipeline's tables ({m.group(1)}) check that every stage runs "
-            "end to end; at that budget no method learns, so they are not results: "
-            f"[reports/results.md](reports/results.md).\n{END}")
+    text = (f"The default pipeline's tables ({m.group(1)}) check that every stage runs end to "
+            "end; at that budget no method learns, so they are not results: "
+            "[reports/results.md](reports/results.md).")
+    return f"{START}\n{textwrap.fill(text, WIDTH, break_on_hyphens=False)}\n{END}"
 
 
-def time_line(name: str, record: Mapping[str, Any], figure: bool = False) -> str:
-    """One sentence from a study's time record (``python -m ptsl.tools.study_time NAME``, its
-    studies/NAME/time.json; ``figure``: its timeline, time.png, is there too): training time
-    in all and per run, wall time, runs at once."""
-    done = sorted(s["seconds"] / 60 for s in record["train"] if s["finished"])
-    if not done:
-        return ""
-    elsewhere = len(record["training_runs_not_in_store"])
-    per_run = (f"{done[0]:.0f} to {done[-1]:.0f} min per run, median "
-               f"{statistics.median(done):.0f}")
-    links = f"[time.json](studies/{name}/time.json)" + (
-        f", [timeline](studies/{name}/time.png)" if figure else "")
-    return (f"How long it took ({links}, from the MLflow store): "
-            f"{len(done)} training runs, {record['training_seconds'] / 3600:.1f} h of training "
-            f"({per_run}; killed attempts and the steps a resume repeats included), "
-            f"{record['wall_seconds'] / 3600:.1f} h of wall time from the first start to the last "
-            f"end, pauses included, at most {record['most_training_runs_at_once']} runs at once "
-            f"with {', '.join(record['threads_per_run'])} torch thread(s) each"
-            + (f"; {elsewhere} more run(s) logged to another store" if elsewhere else "") + ".")
-
-
-#: The summary's paragraphs a study's README block leaves to its results.md: the protocol and
-#: the metric, a long line each, the same words for every study.
-_LEFT_TO_RESULTS = ("Protocol: ", "Metric: ")
-
-
-def render_study(name: str, results_md: str, time_record: Mapping[str, Any] | None = None,
-                 timeline: bool = False) -> str:
-    """Study ``name``'s README block from its reports/results.md: each headline table under its
-    title, which names the study and links results.md (protocol, metric, every table), with
-    the table's notes and figure, and one line from its time record where it has one (and a
-    link to its timeline figure where ``timeline``)."""
-    prefix = f"studies/{name}/reports/"
-    full = f"{prefix}results.md"
-    parts = [p for p in _summary(results_md, prefix).split("\n\n")
-             if not p.startswith(_LEFT_TO_RESULTS)]
-    link = f"protocol, metric and every table: [{full}]({full})"
-    titled = [f"Study `{name}`: {p} ({link})" if re.fullmatch(r"\*\*[^\n]+\*\*", p) else p
-              for p in parts]
-    if titled == parts:  # no headline table: the link on a line of its own
-        titled.append(f"Study `{name}`: {link}.")
-    parts = titled
-    line = time_line(name, time_record, timeline) if time_record else ""
+def render_study(name: str, results_md: str, folder: Path) -> str:
+    """Study ``name``'s README line from its reports/results.md: its headline table's title (the
+    summary's first bold line, without the step it is reported at) and links to results.md,
+    and to PREREGISTRATION.md and the timeline (time.png) where ``folder`` has them."""
+    titles = re.findall(r"^\*\*(.+?)\*\*$", _summary(results_md, ""), re.M)
+    title = re.sub(r" \(reported at [^)]*\)$", "", titles[0]) if titles else "its reports"
+    links = [f"[results](studies/{name}/reports/results.md)"]
+    links += [f"[{label}](studies/{name}/{file})"
+              for label, file in (("pre-registration", "PREREGISTRATION.md"),
+                                  ("timeline", "time.png")) if (folder / file).is_file()]
     start, end = study_markers(name)
-    return f"{start}\n" + "\n\n".join(parts + ([line] if line else [])) + f"\n{end}"
-
-
-def study_time_record(folder: Path) -> dict[str, Any] | None:
-    """A study folder's time.json, or None where the study has none."""
-    path = folder / "time.json"
-    return json.loads(path.read_text()) if path.is_file() else None
+    line = textwrap.fill(f"- `{name}`: {title}: {', '.join(links)}.", WIDTH,
+                         subsequent_indent="  ", break_on_hyphens=False)
+    return f"{start}\n{line}\n{end}"
 
 
 CONTRASTS = ("<!-- studies contrasts:start -->", "<!-- studies contrasts:end -->")
@@ -130,8 +93,8 @@ CONTRASTS = ("<!-- studies contrasts:start -->", "<!-- studies contrasts:end -->
 def contrasts_view(root: Path) -> str:
     """The studies' paired contrasts side by side (between :data:`CONTRASTS`): for every
     contrast any study reports (``studies/<name>/reports/tables/*_contrasts.csv``), its mean
-    difference [95% interval] and number of pairs in each study, with each study's batch and a
-    link to its contrasts figure where the aggregate drew one."""
+    difference [95% interval] and number of pairs in each study, with each study's batch and
+    reward version."""
     import pandas as pd
 
     from ..ops.params import load_params
@@ -145,11 +108,8 @@ def contrasts_view(root: Path) -> str:
         if not files:
             continue
         params = load_params(folder.parent.parent / "params.yaml")
-        # Each table's contrasts figure (the aggregate's figures/<table>_contrasts.png).
-        figures = [f"[figure](studies/{name}/reports/figures/{path.stem}.png)" for path in files
-                   if (folder.parent / "figures" / f"{path.stem}.png").is_file()]
-        columns.append((name, f"{name} (batch {params.sac.batch_size:,}"
-                              + "".join(f"; {f}" for f in figures) + ")"))
+        columns.append((name, f"{name} (batch {params.sac.batch_size:,}, "
+                              f"{params.env.reward_version} reward)"))
         for path in files:
             for label, minus, g in contrast_groups(path):
                 r = g.iloc[0]
@@ -184,8 +144,7 @@ def with_studies(readme: str, root: Path) -> str:
         results = folder / "reports" / "results.md"
         if not results.is_file():
             return m[0]
-        return render_study(m["name"], results.read_text(), study_time_record(folder),
-                            (folder / "time.png").is_file())
+        return render_study(m["name"], results.read_text(), folder)
 
     return STUDY_BLOCK.sub(block, readme)
 

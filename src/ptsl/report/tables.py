@@ -192,10 +192,13 @@ _STAGING_PREFIX = ".aggregate-"
 def write_reports(params: Params, records: RunRecords, published: Published,
                   out_dir: Path, videos: Mapping[str, Rollouts] | None = None,
                   pins: Mapping[str, str] | None = None,
-                  runs_dir: Path | None = None) -> dict[str, Path]:
+                  runs_dir: Path | None = None,
+                  versus_runs: Mapping[str, pd.DataFrame] | None = None) -> dict[str, Path]:
     """Write every report under ``out_dir``; returns the main ones. ``pins``: the pinned
     package versions the protocol record names (requirements/compute.txt); ``runs_dir``: the
-    trained agents, whose task branches are measured where ``report.branches`` asks.
+    trained agents, whose task branches are measured where ``report.branches`` asks;
+    ``versus_runs``: each study a table's ``versus`` names, its runs in the curves' shape
+    (:func:`ptsl.report.versus.read_runs`).
 
     The reports are built in a staging folder inside ``out_dir`` and then each output
     (:data:`REPORT_FILE`, :data:`REPORT_DIRS`) is swapped into place whole (files of a table or run that is gone go
@@ -207,17 +210,36 @@ def write_reports(params: Params, records: RunRecords, published: Published,
         shutil.rmtree(stale, ignore_errors=True)
     with tempfile.TemporaryDirectory(dir=out_dir, prefix=_STAGING_PREFIX) as tmp:
         staging = Path(tmp) / "new"
-        written = _build_reports(params, records, published, staging, videos, pins, runs_dir)
+        written = _build_reports(params, records, published, staging, videos, pins, runs_dir,
+                                 versus_runs)
         for name in REPORT_DIRS:  # an output with nothing in it is still made
             (staging / name).mkdir(parents=True, exist_ok=True)
         swap_in(staging, out_dir, (REPORT_FILE, *REPORT_DIRS))
     return {key: out_dir / path.relative_to(staging) for key, path in written.items()}
 
 
+def _versus(params: Params, tname: str, table: TableConfig, records: RunRecords,
+            other: pd.DataFrame, labels: Mapping[str, str], out_dir: Path) -> tuple[str, Path]:
+    """The table's rows beside the other study's runs of them (``other``, in the curves' shape;
+    :mod:`ptsl.report.versus`): its Markdown, and the CSV and figure written under ``out_dir``."""
+    from .versus import plot_versus, versus, versus_frame, versus_markdown
+
+    v, metric, step = table.versus, params.report.metric, params.table_step(table)
+    view = versus(params, table, records.curves, other)
+    write_atomic(out_dir / "tables" / f"{tname}_versus.csv",
+                 versus_frame(view, labels).to_csv(index=False))
+    png = out_dir / "figures" / f"{tname}_versus.png"
+    plot_versus(view, labels, v.this, v.other, png, f"{table_title(params, table)}: "
+                f"{v.setting}, {v.this} against {v.other} (study {v.study})",
+                f"{metric} success at {step:,} vector steps per task")
+    return versus_markdown(view, labels, v.this, v.other, v.setting, v.study, metric, step), png
+
+
 def _build_reports(params: Params, records: RunRecords, published: Published,
                    out_dir: Path, videos: Mapping[str, Rollouts] | None,
                    pins: Mapping[str, str] | None,
-                   runs_dir: Path | None = None) -> dict[str, Path]:
+                   runs_dir: Path | None = None,
+                   versus_runs: Mapping[str, pd.DataFrame] | None = None) -> dict[str, Path]:
     rng = np.random.default_rng(0)  # bootstrap draws: fixed so reports are reproducible
     metric, primary = params.report.metric, params.report.primary
     reports: list[TableReport] = []
@@ -234,7 +256,7 @@ def _build_reports(params: Params, records: RunRecords, published: Published,
             contrasts = paired_contrasts(params, table, records.curves, shown)
             contrasts_md = contrasts_markdown(
                 contrasts, labels, learned_tasks(records.curves, table.rows, seeds, step),
-                per_task[table.rows[0]][1], metric, step)
+                per_task[table.rows[0]][1], metric, step, table.equivalence)
             write_atomic(out_dir / "tables" / f"{tname}_contrasts.csv",
                          contrasts_frame(contrasts, labels).to_csv(index=False))
             contrasts_png = out_dir / "figures" / f"{tname}_contrasts.png"
@@ -248,6 +270,15 @@ def _build_reports(params: Params, records: RunRecords, published: Published,
             written[f"{tname}_contrasts"] = contrasts_png
         md = table_markdown(frame, table, params, shown)
         md += f"\n{contrasts_md}" if contrasts_md else ""
+        if table.versus is not None:
+            if table.versus.study not in (versus_runs or {}):
+                raise ValueError(f"tables.{tname}.versus: study {table.versus.study!r}'s runs "
+                                 "were not read (pipeline/aggregate.py reads them)")
+            versus_md, versus_png = _versus(params, tname, table, records,
+                                            versus_runs[table.versus.study], labels, out_dir)
+            md += (f"\n{versus_md}\n![{table.title}, {table.versus.setting}]"
+                   f"(figures/{versus_png.name})\n")
+            written[f"{tname}_versus"] = versus_png
         write_atomic(out_dir / "tables" / f"{tname}.md", md)
         write_atomic(out_dir / "tables" / f"{tname}.csv", frame.to_csv(index=False))
         sub = records.curves[(records.curves["step"] <= step)

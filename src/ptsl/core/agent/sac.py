@@ -13,7 +13,7 @@ import contextlib
 import copy
 import math
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
 import numpy as np
 import torch
@@ -102,8 +102,8 @@ def squashed_sample(mu: torch.Tensor, log_std: torch.Tensor, generator: torch.Ge
 
 def squash(mu: torch.Tensor, log_std: torch.Tensor, noise: torch.Tensor,
            with_log_prob: bool = True) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """:func:`squashed_sample` with its standard-normal ``noise`` given (a seed group draws
-    each seed's from the seed's own generator)."""
+    """:func:`squashed_sample` with its standard-normal ``noise`` given (the update draws both
+    of its noises first, in the reference's order: :meth:`MultiTaskSAC.draw_noise`)."""
     pre = mu + noise * log_std.exp()
     action = torch.tanh(pre)
     if not with_log_prob:
@@ -185,66 +185,6 @@ def check_losses(history: Sequence[tuple[int, Mapping[str, torch.Tensor]]],
         why = "is not finite" if not math.isfinite(v) else f"exceeds the guard {guard:g}"
         raise TrainingDiverged(f"training stopped at step {history[row][0]}: {name} = {v:g} {why}")
     return {n: float(m) for n, m in zip(names, values.double().mean(0))}
-
-
-@dataclass
-class LossNets:
-    """What the SAC losses call: actor, critic, target critic and task encoder (modules, or
-    under a seed group's ``vmap`` the same modules over stacked weights), and the per-task
-    log-temperatures."""
-
-    actor: Callable[..., tuple[torch.Tensor, torch.Tensor]]
-    critic: Callable[..., tuple[torch.Tensor, torch.Tensor]]
-    critic_target: Callable[..., tuple[torch.Tensor, torch.Tensor]]
-    task_encoder: Callable[[TaskIndex], torch.Tensor] | None
-    log_alpha: torch.Tensor
-
-    def alpha(self, task: TaskIndex) -> torch.Tensor:
-        """Per-sample temperature, selected by task (shape B x 1)."""
-        return task.entries(self.log_alpha.exp())
-
-
-def critic_loss(nets: LossNets, batch: Batch, task: TaskIndex, noise: torch.Tensor,
-                sac: SACConfig) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """The twin critics' loss against the soft target (reference 1.3), and the task encoding
-    detached for the actor's step (or None). The task encoding keeps its gradient here: the
-    critic loss trains the task encoder."""
-    task_enc = None if nets.task_encoder is None else nets.task_encoder(task)
-    enc_nograd = None if task_enc is None else task_enc.detach()
-    with torch.no_grad():
-        mu, log_std = nets.actor(batch.next_obs, task, enc_nograd)
-        next_action, next_log_pi = squash(mu, log_std, noise)
-        tq1, tq2 = nets.critic_target(batch.next_obs, next_action, task, enc_nograd)
-        target_v = torch.min(tq1, tq2) - nets.alpha(task) * next_log_pi
-        target_q = batch.reward + batch.not_done * sac.discount * target_v
-    q1, q2 = nets.critic(batch.obs, batch.action, task, task_enc)
-    if sac.q_clip is not None:  # the published PaCo runs' clip, targets and predictions
-        target_q = target_q.clamp(-sac.q_clip, sac.q_clip)
-        q1, q2 = q1.clamp(-sac.q_clip, sac.q_clip), q2.clamp(-sac.q_clip, sac.q_clip)
-    return F.mse_loss(q1, target_q) + F.mse_loss(q2, target_q), enc_nograd
-
-
-def actor_losses(nets: LossNets, batch: Batch, task: TaskIndex, enc_nograd: torch.Tensor | None,
-                 noise: torch.Tensor, target_entropy: float
-                 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """The actor's and the temperature's losses, and the sample's log-probability. The encoder
-    output and the task encoding are detached (reference 4.4)."""
-    mu, log_std = nets.actor(batch.obs, task, enc_nograd, detach_encoder=True)
-    action, log_pi = squash(mu, log_std, noise)
-    aq1, aq2 = nets.critic(batch.obs, action, task, enc_nograd, detach_encoder=True)
-    alpha = nets.alpha(task)
-    actor_loss = (alpha.detach() * log_pi - torch.min(aq1, aq2)).mean()
-    # As in reference 1.4: the loss is written on alpha = exp(log alpha), not on log alpha.
-    alpha_loss = (alpha * (-log_pi - target_entropy).detach()).mean()
-    return actor_loss, alpha_loss, log_pi
-
-
-def update_losses(critic: torch.Tensor, actor: torch.Tensor, alpha: torch.Tensor,
-                  log_alpha: torch.Tensor, log_pi: torch.Tensor) -> dict[str, torch.Tensor]:
-    """The five losses an update reports (0-dim tensors, detached)."""
-    return {"critic_loss": critic.detach(), "actor_loss": actor.detach(),
-            "alpha_loss": alpha.detach(), "alpha_mean": log_alpha.exp().mean(),
-            "entropy": -log_pi.detach().mean()}
 
 
 class MultiTaskSAC(nn.Module):
@@ -370,27 +310,23 @@ class MultiTaskSAC(nn.Module):
             return self._update(batch)
 
     def _update(self, batch: Batch) -> dict[str, torch.Tensor]:
-        """:meth:`update`'s work on the threads it is given.
+        """:meth:`update`'s work on the threads it is given: the critic step, then the actor's
+        and the temperature's, then the targets and the task encoder.
 
         Nothing here reads a value back to the host: the environments step while it runs, a
         CUDA graph can capture it, and the training loop checks the losses once per episode
-        (:func:`check_losses`; docs/differences.md). The losses are :func:`critic_loss` and
-        :func:`actor_losses`, which a seed group (:mod:`ptsl.core.agent.group`) runs for all
-        its seeds at once.
+        (:func:`check_losses`; docs/differences.md).
         """
-        sac = self.sac
         task = self.task_index(batch.task, self.num_tasks)
-        noise = self.draw_noise(batch.obs.shape[0])
+        next_noise, noise = self.draw_noise(batch.obs.shape[0])
         if self.task_encoder_opt is not None:
             self.task_encoder_opt.zero_grad(set_to_none=True)
-        nets = self.loss_nets()
-        loss, enc_nograd = critic_loss(nets, batch, task, noise[0], sac)
+        critic_loss, enc_nograd = self.critic_loss(batch, task, next_noise)
         self.critic_opt.zero_grad(set_to_none=True)
-        loss.backward()
+        critic_loss.backward()
         self.critic_opt.step()
 
-        actor_loss, alpha_loss, log_pi = actor_losses(nets, batch, task, enc_nograd, noise[1],
-                                                      self.target_entropy)
+        actor_loss, alpha_loss, log_pi = self.actor_losses(batch, task, enc_nograd, noise)
         # One backward for both: each loss reaches only its own parameters (the other's inputs
         # are detached) and the sum passes each gradient on unchanged, so the actor step and the
         # temperature step see the bits two backward passes gave, in one pass's overhead.
@@ -401,7 +337,46 @@ class MultiTaskSAC(nn.Module):
         self.alpha_opt.step()
         self.finish_update()
         with torch.no_grad():
-            return update_losses(loss, actor_loss, alpha_loss, self.log_alpha, log_pi)
+            return {"critic_loss": critic_loss.detach(), "actor_loss": actor_loss.detach(),
+                    "alpha_loss": alpha_loss.detach(), "alpha_mean": self.log_alpha.exp().mean(),
+                    "entropy": -log_pi.detach().mean()}
+
+    def alpha(self, task: TaskIndex) -> torch.Tensor:
+        """Per-sample temperature, selected by task (shape B x 1)."""
+        return task.entries(self.log_alpha.exp())
+
+    def critic_loss(self, batch: Batch, task: TaskIndex, noise: torch.Tensor
+                    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """The twin critics' loss against the soft target (reference 1.3), and the task encoding
+        detached for the actor's step (or None). The task encoding keeps its gradient here: the
+        critic loss trains the task encoder."""
+        sac = self.sac
+        task_enc = self.encode_task(task)
+        enc_nograd = None if task_enc is None else task_enc.detach()
+        with torch.no_grad():
+            mu, log_std = self.actor(batch.next_obs, task, enc_nograd)
+            next_action, next_log_pi = squash(mu, log_std, noise)
+            tq1, tq2 = self.critic_target(batch.next_obs, next_action, task, enc_nograd)
+            target_v = torch.min(tq1, tq2) - self.alpha(task) * next_log_pi
+            target_q = batch.reward + batch.not_done * sac.discount * target_v
+        q1, q2 = self.critic(batch.obs, batch.action, task, task_enc)
+        if sac.q_clip is not None:  # the published PaCo runs' clip, targets and predictions
+            target_q = target_q.clamp(-sac.q_clip, sac.q_clip)
+            q1, q2 = q1.clamp(-sac.q_clip, sac.q_clip), q2.clamp(-sac.q_clip, sac.q_clip)
+        return F.mse_loss(q1, target_q) + F.mse_loss(q2, target_q), enc_nograd
+
+    def actor_losses(self, batch: Batch, task: TaskIndex, enc_nograd: torch.Tensor | None,
+                     noise: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """The actor's and the temperature's losses, and the sample's log-probability. The
+        encoder output and the task encoding are detached (reference 4.4)."""
+        mu, log_std = self.actor(batch.obs, task, enc_nograd, detach_encoder=True)
+        action, log_pi = squash(mu, log_std, noise)
+        aq1, aq2 = self.critic(batch.obs, action, task, enc_nograd, detach_encoder=True)
+        alpha = self.alpha(task)
+        actor_loss = (alpha.detach() * log_pi - torch.min(aq1, aq2)).mean()
+        # As in reference 1.4: the loss is written on alpha = exp(log alpha), not on log alpha.
+        alpha_loss = (alpha * (-log_pi - self.target_entropy).detach()).mean()
+        return actor_loss, alpha_loss, log_pi
 
     def draw_noise(self, rows: int) -> tuple[torch.Tensor, torch.Tensor]:
         """The update's two standard-normal draws from the agent's generator, in the order the
@@ -409,11 +384,6 @@ class MultiTaskSAC(nn.Module):
         shape = (rows, self.action_dim)
         return tuple(torch.randn(shape, generator=self.generator, device=self.device)
                      for _ in range(2))
-
-    def loss_nets(self) -> LossNets:
-        """What the losses call: this agent's own modules and temperatures."""
-        return LossNets(self.actor, self.critic, self.critic_target, self.task_encoder,
-                        self.log_alpha)
 
     def finish_update(self) -> None:
         """The end of an update, after the actor and temperature steps: the target networks

@@ -9,9 +9,7 @@ On CUDA the training loop makes one call, :func:`accelerate`, which
   and draws batches there (:class:`~ptsl.core.cuda.buffer.DeviceSampler`);
 - runs every update as the static step (:class:`~ptsl.core.cuda.step.UpdateStep`), captured
   once as a CUDA graph and replayed (:class:`~ptsl.core.cuda.step.CapturedStep` over
-  :class:`~ptsl.core.cuda.graph.CudaBackend`), or eagerly with ``PTSL_GRAPH=0``;
-- for a seed group (:func:`ptsl.core.loop.train_group`), :func:`group_update` runs every seed's
-  update as one step (:class:`~ptsl.core.cuda.step.GroupStep`), captured as one graph.
+  :class:`~ptsl.core.cuda.graph.CudaBackend`), or eagerly with ``PTSL_GRAPH=0``.
 
 The maths is the agent's own :meth:`~ptsl.core.agent.sac.MultiTaskSAC.update`; CPU tests run all
 of this but :mod:`ptsl.core.cuda.graph` and compare it with the update bit for bit.
@@ -19,13 +17,10 @@ of this but :mod:`ptsl.core.cuda.graph` and compare it with the update bit for b
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
-from ..agent.group import SeedGroup
 from ..agent.sac import MultiTaskSAC
 from ..config import SACConfig
 from .buffer import DeviceReplayBuffer, DeviceSampler
-from .step import Backend, CapturedStep, GroupStep, UpdateStep
+from .step import Backend, CapturedStep, UpdateStep
 from .task_index import StaticTaskIndex
 
 
@@ -68,32 +63,3 @@ def accelerate(agent: MultiTaskSAC, sac: SACConfig, obs_dim: int, action_dim: in
         backend = CudaBackend(agent.device)
     return buffer, DeviceUpdate(step, CapturedStep(step, backend, step.generators(),
                                                    step.versions))
-
-
-class GroupUpdate:
-    """One update of every seed of a group per call, returning each seed's losses; ``path`` as
-    :class:`DeviceUpdate`'s."""
-
-    def __init__(self, step: GroupStep, runner: CapturedStep | GroupStep) -> None:
-        self.step, self.runner = step, runner
-        self.path = "captured" if isinstance(runner, CapturedStep) else "static"
-
-    def __call__(self) -> list[dict]:
-        self.runner()
-        return self.step.losses()
-
-
-def group_update(updates: Sequence[DeviceUpdate], graph: bool,
-                 backend: Backend | None = None) -> GroupUpdate:
-    """The seeds' updates (each from :func:`accelerate`, before any update) as one: each seed
-    gathers its batch from its own buffer, then one update of all (:class:`SeedGroup`), captured
-    as one CUDA graph when ``graph`` (registering every seed's generators). Each seed's
-    :class:`DeviceUpdate` stays as it was, for a seed that runs alone."""
-    step = GroupStep([u.step for u in updates], SeedGroup([u.step.agent for u in updates]))
-    if not graph:
-        return GroupUpdate(step, step)
-    if backend is None:
-        from .graph import CudaBackend
-
-        backend = CudaBackend(step.steps[0].agent.device)
-    return GroupUpdate(step, CapturedStep(step, backend, step.generators(), step.versions))

@@ -7,7 +7,6 @@ mix (:class:`~ptsl.core.cuda.task_index.StaticTaskIndex`). Its maths is the agen
 
 - :class:`UpdateStep`: draw indices, gather the rows into a static batch, update, write the
   five losses into a static (5,) tensor.
-- :class:`GroupStep`: the same for every seed of a seed group, updated as one.
 - :class:`CapturedStep`: the capture protocol (eager warm-up updates, one capture, replays,
   re-capture after a resume) over a backend; :mod:`ptsl.core.cuda.graph` is the CUDA one, and
   the tests run the protocol on CPU with a stand-in.
@@ -24,7 +23,6 @@ from typing import Protocol
 import torch
 
 from ..agent.buffer import Batch
-from ..agent.group import SeedGroup
 from ..agent.sac import MultiTaskSAC
 from ..errors import GraphCaptureError
 from .buffer import DeviceReplayBuffer
@@ -95,34 +93,6 @@ class UpdateStep:
         return dict(zip(LOSS_NAMES, self.out.clone().unbind()))
 
 
-class GroupStep:
-    """One update of every seed of a seed group with static tensors: each seed's rows gathered
-    by its own :class:`UpdateStep` (its buffer, sampler and static batch), then one update of
-    all seeds (:class:`~ptsl.core.agent.group.SeedGroup`), each seed's losses into its step's
-    :attr:`UpdateStep.out`."""
-
-    def __init__(self, steps: Sequence[UpdateStep], group: SeedGroup) -> None:
-        if [s.agent for s in steps] != group.agents:
-            raise ValueError("a group step needs one update step per agent of its group, in order")
-        self.steps, self.group = list(steps), group
-
-    def __call__(self) -> None:
-        for step in self.steps:
-            step.gather()
-        for step, losses in zip(self.steps, self.group.update([s.batch for s in self.steps])):
-            step.write(losses)
-
-    def generators(self) -> tuple[torch.Generator, ...]:
-        return tuple(g for step in self.steps for g in step.generators())
-
-    def versions(self) -> tuple[int, ...]:
-        return tuple(v for step in self.steps for v in step.versions())
-
-    def losses(self) -> list[dict[str, torch.Tensor]]:
-        """Every seed's last losses (see :meth:`UpdateStep.losses`)."""
-        return [step.losses() for step in self.steps]
-
-
 class Graph(Protocol):
     def replay(self) -> None: ...
 
@@ -145,7 +115,7 @@ class CapturedStep:
     again: warm-up, capture.
     """
 
-    def __init__(self, step: UpdateStep | GroupStep, backend: Backend,
+    def __init__(self, step: UpdateStep, backend: Backend,
                  generators: Sequence[torch.Generator],
                  versions: Callable[[], tuple[int, ...]], warmup: int = WARMUP_UPDATES) -> None:
         self.step, self.backend, self.generators = step, backend, tuple(generators)
@@ -177,8 +147,8 @@ class CapturedStep:
         """Drop the graph: the next calls warm up and capture again."""
         self.graph, self.eager_done, self._captured_at = None, 0, None
 
-    def losses(self) -> dict[str, torch.Tensor] | list[dict[str, torch.Tensor]]:
-        """The last update's losses (see :meth:`UpdateStep.losses`, :meth:`GroupStep.losses`)."""
+    def losses(self) -> dict[str, torch.Tensor]:
+        """The last update's losses (see :meth:`UpdateStep.losses`)."""
         return self.step.losses()
 
 

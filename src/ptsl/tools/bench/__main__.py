@@ -32,8 +32,8 @@ from ...ops.stage import run_stage
 from .envs import measure_envs
 from .gpu import measure_sharing
 from .loop import measure_loop
-from .node import TABLE_METHODS, measure_node, node_record
-from .record import SECTIONS, Record, SectionFailed, parse_only
+from .node import TABLE_METHODS, measure_node
+from .record import SECTIONS, Record, parse_only
 from .report import costs, targets
 from .study import measure_study
 from .table import print_head, print_section, print_summary
@@ -89,9 +89,6 @@ def main() -> None:
                     help="the study whose rows the study section measures against their floor "
                          "(default: %(default)s)")
     per_device("--node-seeds", whole(1), "seeds per row in the node section", "1", "3")
-    ap.add_argument("--node-group-size", type=whole(1), default=None,
-                    help="seeds per process in the node section's seed groups (default: all "
-                         "of a row's seeds in one process)")
     per_device("--node-seconds", real(0), "seconds the node section measures", "20", "120")
     ap.add_argument("--quick", action="store_true",
                     help="a smoke run: MT10 only, one round, few steps (figures are rough)")
@@ -161,16 +158,7 @@ def main() -> None:
                                   else runtime.vector)
         common = dict(warmup=1 if args.quick else 10, seconds=seconds,
                       interval=0.5 if args.quick else 5.0, progress=progress)
-        alone = measure_node(args.params, rows, one, TASK_CACHE, seeds=seeds, **common)
-        # The same runs as seed groups, one process a row (quick: the first row's two seeds).
-        group_rows = dict(list(rows.items())[:1]) if args.quick else rows
-        try:
-            group_seeds = 2 if args.quick else seeds
-            grouped = measure_node(args.params, group_rows, one, TASK_CACHE, seeds=group_seeds,
-                                   group_size=args.node_group_size or group_seeds, **common)
-        except SectionFailed as exc:  # keep the separate processes' figures
-            raise SectionFailed(str(exc), {"processes": alone}) from None
-        return node_record(alone, grouped)
+        return measure_node(args.params, rows, one, TASK_CACHE, seeds=seeds, **common)
 
     measures = {"envs": envs, "updates": update_rows, "loop": loop, "study": study,
                 "gpu": sharing, "node": node}

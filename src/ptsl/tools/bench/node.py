@@ -4,11 +4,7 @@ each the real training loop at the paper's settings on one thread. Every process
 start their measured window together, and each counts its vector steps for the same seconds;
 meanwhile the busy cores and, on CUDA, the GPU's busy time are sampled. The figures: each run's
 vector steps per second, their sum (the node's rate), and what limits it (the GPU busy all the
-time, every core busy, or neither: the processes wait on each other or on start-up).
-
-With ``group_size``, the same runs as seed groups (:func:`ptsl.core.loop.train_group`): one
-process per ``group_size`` seeds of a row training them side by side, on CUDA their updates one
-captured graph; each seed's rate is its group's vector steps per second."""
+time, every core busy, or neither: the processes wait on each other or on start-up)."""
 
 from __future__ import annotations
 
@@ -39,19 +35,17 @@ class _Measured(Exception):
     """Raised from the loop's step callback once the window is measured: ends the run there."""
 
 
-def _worker(params_path: str, experiment: str, seeds: tuple[int, ...], runtime: Any,
+def _worker(params_path: str, experiment: str, seed: int, runtime: Any,
             task_cache: Path | None, warmup: int, seconds: float, barrier: Any) -> dict[str, Any]:
-    """One process of the node: one seed's run, or several seeds as a group (each seed's rate
-    is the group's)."""
-    from ...core.loop import train, train_group
+    """One process of the node: one seed's run."""
+    from ...core.loop import train
     from ...ops.params import load_params, run_config
     from .loop import INIT_STEPS, measured_run
     from .updates import PAPER_BATCH
 
     # No evaluation or checkpoint after the first: the measured window ends the run.
     params = load_params(params_path)
-    cfgs = [measured_run(run_config(params, experiment, seed), 10**9, PAPER_BATCH)
-            for seed in seeds]
+    cfg = measured_run(run_config(params, experiment, seed), 10**9, PAPER_BATCH)
     start_at = INIT_STEPS + warmup
     window: dict[str, float] = {}
 
@@ -64,15 +58,10 @@ def _worker(params_path: str, experiment: str, seeds: tuple[int, ...], runtime: 
             raise _Measured
 
     try:
-        if len(cfgs) == 1:
-            train(cfgs[0], task_cache=task_cache, progress=False, runtime=runtime,
-                  on_step=on_step)
-        else:
-            train_group(cfgs, task_cache=task_cache, progress=False, runtime=runtime,
-                        on_step=on_step)
+        train(cfg, task_cache=task_cache, progress=False, runtime=runtime, on_step=on_step)
     except _Measured:
         pass
-    return {"experiment": experiment, "seeds": list(seeds),
+    return {"experiment": experiment, "seed": seed,
             "vector_steps_per_s": (window["n1"] - window["n0"]) / (window["t1"] - window["t0"])}
 
 
@@ -148,23 +137,18 @@ def limit(gpu_busy: float | None, busy_cores: float | None, cores: int) -> str:
 
 def measure_node(params_path: str, rows: dict[str, tuple[str, str]], runtime: Any,
                  task_cache: Path | None, *, seeds: int, warmup: int, seconds: float,
-                 interval: float = 5.0, group_size: int = 0,
-                 progress: Callable[[str], None] | None = None,
+                 interval: float = 5.0, progress: Callable[[str], None] | None = None,
                  log_dir: Path = Path(".scratch/bench/mps-log")) -> dict[str, Any]:
-    """Every row of ``rows`` (method -> (label, experiment)) times ``seeds`` seeds at once: one
-    process each, or with ``group_size`` one process per ``group_size`` seeds of a row, trained
-    as a seed group; their rates, sum and limit. A process that fails ends the section, named."""
+    """Every row of ``rows`` (method -> (label, experiment)) times ``seeds`` seeds at once, one
+    process each; their rates, sum and limit. A process that fails ends the section, named.
+    (Several seeds trained in one process were measured slower than separate processes on
+    every machine tried: reports/bench/HISTORY.md.)"""
     cuda = runtime.torch_device().type == "cuda"
-    all_seeds = tuple(range(1, seeds + 1))
-    size = group_size or 1
-    jobs = [(label, exp, all_seeds[i:i + size]) for label, exp in rows.values()
-            for i in range(0, seeds, size)]
-    runs = len(rows) * seeds
-    form = (f"{len(jobs)} processes, seed groups of {size}" if group_size
-            else f"{len(jobs)} processes, one run each")
+    jobs = [(label, exp, seed) for label, exp in rows.values() for seed in range(1, seeds + 1)]
+    runs = len(jobs)
     if progress:
-        progress(f"node: {runs} runs at once ({len(rows)} rows x {seeds} seed(s); {form}), "
-                 f"{seconds:.0f} s measured")
+        progress(f"node: {runs} runs at once ({len(rows)} rows x {seeds} seed(s), one process "
+                 f"each), {seconds:.0f} s measured")
     barrier = SPAWN.Barrier(len(jobs))
     sampler = Sampler(interval, gpu=cuda)
     with under_mps(log_dir) if cuda else contextlib.nullcontext("no GPU") as mps_note:
@@ -179,13 +163,12 @@ def measure_node(params_path: str, rows: dict[str, tuple[str, str]], runtime: An
     busy = _mean(sampler.cores[-window:])
     gpu_busy = _mean(sampler.gpu_busy[-window:]) if cuda else None
     by_row: dict[str, Any] = {}
-    for (label, exp, job_seeds), rate in zip(jobs, rates):
+    for (label, exp, _), rate in zip(jobs, rates):
         row = by_row.setdefault(label, {"experiment": exp, "vector_steps_per_s_each": []})
-        row["vector_steps_per_s_each"] += [rate["vector_steps_per_s"]] * len(job_seeds)
+        row["vector_steps_per_s_each"].append(rate["vector_steps_per_s"])
     for row in by_row.values():
         row["together"] = sum(row["vector_steps_per_s_each"])
-    return {"runs": runs, "seeds": seeds, "processes": len(jobs), "group_size": group_size,
-            "form": form, "seconds": seconds, "rows": by_row,
+    return {"runs": runs, "seeds": seeds, "seconds": seconds, "rows": by_row,
             "vector_steps_per_s": sum(r["together"] for r in by_row.values()),
             "cores": cores, "busy_cores": busy, "gpu_busy": gpu_busy,
             "limit": limit(gpu_busy, busy, cores), "mps_note": mps_note,
@@ -193,33 +176,17 @@ def measure_node(params_path: str, rows: dict[str, tuple[str, str]], runtime: An
             "cuda_wait": runtime.wait if cuda else None}
 
 
-def node_record(processes: dict[str, Any], groups: dict[str, Any]) -> dict[str, Any]:
-    """The node section's record: the runs as separate processes and as seed groups, measured
-    one after the other in one benchmark run, the ratio of their per-run rates and the node's
-    rate (the faster form's)."""
-    forms = {"processes": processes, "groups": groups}
-    per_run = {name: form["vector_steps_per_s"] / form["runs"] for name, form in forms.items()}
-    best = max(per_run, key=per_run.get)
-    return {**forms, "groups_over_processes": per_run["groups"] / per_run["processes"],
-            "best_form": best, "vector_steps_per_s": forms[best]["vector_steps_per_s"]}
-
-
-def _job(index: int, params_path: str, jobs: list[tuple[str, str, tuple[int, ...]]],
-         runtime: Any, task_cache: Path | None, warmup: int, seconds: float,
-         barrier: Any) -> dict[str, Any]:
-    _, experiment, seeds = jobs[index]
+def _job(index: int, params_path: str, jobs: list[tuple[str, str, int]], runtime: Any,
+         task_cache: Path | None, warmup: int, seconds: float, barrier: Any) -> dict[str, Any]:
+    _, experiment, seed = jobs[index]
     try:
-        return _worker(params_path, experiment, seeds, runtime, task_cache, warmup, seconds,
+        return _worker(params_path, experiment, seed, runtime, task_cache, warmup, seconds,
                        barrier)
     except Exception as exc:  # the report names the run, not only the worker's number
-        raise RuntimeError(f"{_name(experiment, seeds)}: {type(exc).__name__}: {exc}") from exc
+        raise RuntimeError(f"{experiment}-{seed}: {type(exc).__name__}: {exc}") from exc
 
 
-def _name(experiment: str, seeds: tuple[int, ...]) -> str:
-    return f"{experiment}-{'+'.join(map(str, seeds))}"
-
-
-def _run_jobs(params_path: str, jobs: list[tuple[str, str, tuple[int, ...]]], runtime: Any,
+def _run_jobs(params_path: str, jobs: list[tuple[str, str, int]], runtime: Any,
               task_cache: Path | None, warmup: int, seconds: float,
               barrier: Any) -> list[dict[str, Any]]:
     """One spawned process per job, started together; a failed one ends the section, named."""
@@ -228,6 +195,6 @@ def _run_jobs(params_path: str, jobs: list[tuple[str, str, tuple[int, ...]]], ru
                                   barrier), len(jobs), timeout=STARTUP_S + seconds + 60,
                            with_index=True, children=True)
     except WorkerFailed as exc:
-        order = ", ".join(_name(exp, seeds) for _, exp, seeds in jobs)
+        order = ", ".join(f"{exp}-{seed}" for _, exp, seed in jobs)
         raise SectionFailed(f"node: {exc} (workers in order: {order})",
                             {"runs": len(jobs)}) from None

@@ -2,10 +2,7 @@
 real training loop's vector steps per second on one thread, its update and its collection (act,
 step, store) timed interleaved with the GEMM rate, and the loop's time per vector step over
 the floor its two parts need: collection at the measured rate plus the update's matrix work at
-the GEMM rate. For a row whose seeds a group updates as one (:mod:`ptsl.core.agent.group`),
-the update of a group of :data:`GROUP_SEEDS` seeds is timed in the same rounds: its time per
-seed, its speed-up over one seed's update, and the loop over its floor a group's seeds would
-reach with the same collection (an estimate: the loop itself does not yet run groups).
+the GEMM rate.
 
 A CPU section on every machine: its floor is one core's GEMM rate and collection, so on a CUDA
 machine the loop runs on one CPU thread too, and every column comes from one device (a lease of
@@ -24,7 +21,6 @@ import torch
 
 from ...core.agent.buffer import ReplayBuffer
 from ...core.agent.builders import Shapes, build_agent
-from ...core.agent.group import SeedGroup, groupable
 from ...core.envs import MultiTaskVecEnv, load_tasks
 from ...core.loop import train
 from ...core.runtime import Runtime
@@ -41,21 +37,6 @@ def _updates(agent: Any, buffer: ReplayBuffer, batch: int, updates: int) -> Work
     def work() -> float:
         for _ in range(updates):
             agent.update(buffer.sample(batch, rng, agent.device))
-        return updates
-
-    return work
-
-
-#: Seeds in the benchmark's group.
-GROUP_SEEDS = 5
-
-
-def _group_updates(group: SeedGroup, buffer: ReplayBuffer, batch: int, updates: int) -> Work:
-    rng = np.random.default_rng(0)
-
-    def work() -> float:
-        for _ in range(updates):
-            group.update([buffer.sample(batch, rng) for _ in group.agents])
         return updates
 
     return work
@@ -119,13 +100,6 @@ def _rows(params: Any, runtime: Runtime, task_cache: Path | None, *, rounds: int
                                    policy=lambda obs: agent.act(obs, ids, deterministic=False))
             works = {GEMM: gemm_work(device), "collection": collect,
                      "update": _updates(agent, buffer, batch, 20)}
-            grouped = groupable(cfg.experiment.method)
-            if grouped:
-                group = SeedGroup([build_agent(run_config(params, name, seed),
-                                               Shapes(env.obs_dim, env.action_dim,
-                                                      env.num_tasks), tasks.names, device)
-                                   for seed in range(1, GROUP_SEEDS + 1)])
-                works["group update"] = _group_updates(group, buffer, batch, 4)
             rates = interleave(works, rounds, progress=progress)
         finally:
             env.close()
@@ -139,10 +113,4 @@ def _rows(params: Any, runtime: Runtime, task_cache: Path | None, *, rounds: int
                        "update_ms": update_ms, "update_gflop": flops / 1e9,
                        "update_matrix_ms": matrix_ms, "collection_ms": collection_ms,
                        "floor_ms": floor_ms, "loop_over_floor": 1000.0 / loop / floor_ms}
-        if grouped:
-            per_seed = 1000.0 / rates.median("group update") / GROUP_SEEDS
-            group_loop = 1000.0 / loop - update_ms + per_seed  # the loop with the group's update
-            rows[label].update({"group_seeds": GROUP_SEEDS, "group_update_ms_per_seed": per_seed,
-                                "group_update_speedup": update_ms / per_seed,
-                                "group_loop_over_floor_estimate": group_loop / floor_ms})
     return rows

@@ -60,12 +60,6 @@ def _study(study: dict[str, Any]) -> None:
               f"{r['update_ms']:>10.1f} {r['collection_ms']:>14.1f} {r['floor_ms']:>9.1f} "
               f"{r['loop_over_floor']:>10.2f}")
     print("  floor = collection (act, step, store) + the update's matrix FLOPs at the GEMM rate")
-    for name, r in study["rows"].items():
-        if "group_update_ms_per_seed" in r:
-            print(f"  {name}: a group of {r['group_seeds']} seeds updates in "
-                  f"{r['group_update_ms_per_seed']:.1f} ms per seed ({r['group_update_speedup']:.2f}x "
-                  f"one seed's update); its loop would be {r['group_loop_over_floor_estimate']:.2f}x "
-                  "the floor (estimate, the same collection)")
 
 
 def _loop(loop: dict[str, Any]) -> None:
@@ -85,19 +79,15 @@ def _sharing(sharing: dict[str, Any]) -> None:
 
 
 def _node(node: dict[str, Any]) -> None:
-    for form in (node.get(key) for key in ("processes", "groups")):
-        if not form or "rows" not in form:  # a section that failed part-way
-            continue
-        print(f"\nA node's table: {form['runs']} runs at once ({form['form']}, {form['vector']} "
-              f"env, {form['mps_note']}), {form['seconds']:.0f} s   vector steps/s")
-        for name, r in form["rows"].items():
-            each = ", ".join(f"{v:,.1f}" for v in r["vector_steps_per_s_each"])
-            print(f"  {name:<34} {r['together']:>9,.1f}   (each: {each})")
-        print(f"  all {form['runs']} runs together: {form['vector_steps_per_s']:,.1f} vector "
-              f"steps/s; limited by {form['limit']}")
-    if "groups_over_processes" in node:
-        print(f"  seed groups against separate processes, per run: "
-              f"{node['groups_over_processes']:.2f}x")
+    if "rows" not in node:  # a section that failed part-way
+        return
+    print(f"\nA node's table: {node['runs']} runs at once (one process each, {node['vector']} "
+          f"env, {node['mps_note']}), {node['seconds']:.0f} s   vector steps/s")
+    for name, r in node["rows"].items():
+        each = ", ".join(f"{v:,.1f}" for v in r["vector_steps_per_s_each"])
+        print(f"  {name:<34} {r['together']:>9,.1f}   (each: {each})")
+    print(f"  all {node['runs']} runs together: {node['vector_steps_per_s']:,.1f} vector "
+          f"steps/s; limited by {node['limit']}")
 
 
 PRINTERS = {"envs": _envs, "updates": _updates, "loop": _loop, "study": _study,

@@ -1,91 +1,13 @@
-"""The layers the methods are built from, and the reference initialisation rule: the Linear layer
-(``nn.Linear``'s, which also keeps each seed's bits in a seed group), the plain MLP (mtrl
-``build_mlp``, ``weight_init``), the identity encoder, and the batched expert Linear (mtrl
+"""The layers the methods are built from, and the reference initialisation rule: the plain MLP
+(mtrl ``build_mlp``, ``weight_init``), the identity encoder, and the batched expert Linear (mtrl
 ``moe_layer.Linear``) of Soft Modularization's modules and CARE's encoders."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
 import torch
-import torch.nn.functional as F
-from torch import Tensor, nn
-from torch._C._functorch import (_add_batch_dim, _unwrap_batched, is_batchedtensor,
-                                  maybe_get_level)
+from torch import nn
 
 from .task_index import TaskIndex
-
-
-def _physical(t: Tensor, level: int, n: int) -> Tensor:
-    """``t``'s tensor under ``vmap`` at ``level`` with the seed axis first (expanded when ``t``
-    is the same for every seed)."""
-    if is_batchedtensor(t) and maybe_get_level(t) == level:
-        value, dim = _unwrap_batched(t, level)
-        return value.movedim(dim, 0)
-    return t.expand(n, *t.shape)
-
-
-def linear(x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
-    """``F.linear(x, weight, bias)``, also under a seed group's ``vmap``
-    (:mod:`ptsl.core.agent.group`) with each seed's bits.
-
-    One run calls ``F.linear`` itself: the same operations, hence the same bits, as
-    ``nn.Linear``. Under ``vmap`` (weights stacked on a seed axis, a 2-D input per seed, a bias)
-    torch's own rule for ``linear`` multiplies in another order than a seed's own product, so
-    the product is made here on the batched tensors' values: one ``baddbmm`` for all seeds,
-    whose batched kernel sums as one seed's ``addmm`` does, and one product per seed where a
-    side is 1 (a Q head: matrix-vector kernels sum in another order when batched). Autograd
-    records these products, and their gradients have each seed's bits too
-    (tests/unit/test_group.py).
-    """
-    if bias is None or x.dim() != 2 or not (is_batchedtensor(weight) or is_batchedtensor(x)):
-        return F.linear(x, weight, bias)
-    level = max(maybe_get_level(t) for t in (x, weight, bias) if is_batchedtensor(t))
-    value, dim = next(_unwrap_batched(t, level) for t in (x, weight, bias)
-                      if is_batchedtensor(t) and maybe_get_level(t) == level)
-    n = value.shape[dim]
-    xs, ws, bs = (_physical(t, level, n) for t in (x, weight, bias))
-    if 1 in (xs.shape[1], ws.shape[1], ws.shape[2]):
-        y = torch.stack([F.linear(xs[s], ws[s], bs[s]) for s in range(n)])
-    else:
-        y = torch.baddbmm(bs.unsqueeze(1), xs, ws.transpose(1, 2))
-    return _add_batch_dim(y, 0, level)
-
-
-def batched_keeps_bits(shapes: Iterable[tuple[int, int]], seeds: int, rows: int) -> bool:
-    """Whether, on this CPU, :func:`linear`'s batched product and its gradients give each of
-    ``seeds`` seeds the bits of its own ``F.linear`` for inputs of ``rows`` rows, at every
-    ``(out, in)`` weight shape of ``shapes`` (those with a side of 1 take one product per seed
-    and are not checked). It holds on the AVX-512 Intel Xeons the seed groups were built on; on
-    an AVX2-only AMD EPYC the weight gradient of a layer with few outputs (an actor's last, 8)
-    sums in another order than one seed's. Checked on random values, on one thread as the
-    update runs; the summation order depends on the shapes and the kernels, not the values."""
-    g = torch.Generator().manual_seed(0)
-    with torch.enable_grad():
-        for out_dim, in_dim in sorted(set(shapes)):
-            if 1 in (rows, out_dim, in_dim):
-                continue
-            x, w = (torch.randn(seeds, *shape, generator=g).requires_grad_()
-                    for shape in ((rows, in_dim), (out_dim, in_dim)))
-            b = torch.randn(seeds, out_dim, generator=g).requires_grad_()
-            grad_y = torch.randn(seeds, rows, out_dim, generator=g)
-            y = torch.vmap(linear)(x, w, b)  # the product a seed group runs, not a copy of it
-            grads = torch.autograd.grad(y, (x, w, b), grad_y)
-            for s in range(seeds):
-                xs, ws, bs = (t[s].detach().requires_grad_() for t in (x, w, b))
-                ys = F.linear(xs, ws, bs)
-                own = (ys, *torch.autograd.grad(ys, (xs, ws, bs), grad_y[s]))
-                if not all(torch.equal(a[s], c) for a, c in zip((y, *grads), own)):
-                    return False
-    return True
-
-
-class Linear(nn.Linear):
-    """``nn.Linear`` (same parameters, state dict and initialisation) whose product keeps each
-    seed's bits in a seed group (:func:`linear`)."""
-
-    def forward(self, x: Tensor) -> Tensor:
-        return linear(x, self.weight, self.bias)
 
 
 def build_mlp(in_dim: int, hidden_dim: int, out_dim: int, num_layers: int) -> nn.Sequential:
@@ -95,12 +17,12 @@ def build_mlp(in_dim: int, hidden_dim: int, out_dim: int, num_layers: int) -> nn
     ``num_layers + 1`` Linear layers; ``num_layers == 0`` is a single Linear.
     """
     if num_layers == 0:
-        return nn.Sequential(Linear(in_dim, out_dim))
+        return nn.Sequential(nn.Linear(in_dim, out_dim))
     # ReLUs in place: only the ReLU reads its Linear's output, so no activation is allocated twice.
-    layers: list[nn.Module] = [Linear(in_dim, hidden_dim), nn.ReLU(inplace=True)]
+    layers: list[nn.Module] = [nn.Linear(in_dim, hidden_dim), nn.ReLU(inplace=True)]
     for _ in range(num_layers - 1):
-        layers += [Linear(hidden_dim, hidden_dim), nn.ReLU(inplace=True)]
-    layers.append(Linear(hidden_dim, out_dim))
+        layers += [nn.Linear(hidden_dim, hidden_dim), nn.ReLU(inplace=True)]
+    layers.append(nn.Linear(hidden_dim, out_dim))
     return nn.Sequential(*layers)
 
 

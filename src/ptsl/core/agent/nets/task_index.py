@@ -23,7 +23,7 @@ class TaskIndex:
     selections by them."""
 
     #: Whether every selection has static shapes and makes no host read (the device path's
-    #: :class:`~ptsl.core.cuda.task_index.StaticTaskIndex`): then it also runs under ``vmap``.
+    #: :class:`~ptsl.core.cuda.task_index.StaticTaskIndex`).
     static = False
 
     def __init__(self, ids: torch.Tensor, num_tasks: int) -> None:
