@@ -78,13 +78,13 @@ def _option_strings(parser: argparse.ArgumentParser) -> set[str]:
 class Bounded:
     """An argparse ``type`` for a number in a range (:func:`whole`, :func:`real`): the text
     converted by ``convert`` where ``ok`` holds, else one line that says what is ``allowed``.
-    ``outside`` is a value it refuses (the one at or just below its range), with which a test
-    walks every command's numeric arguments."""
+    ``outside`` are values it refuses (the one at or just below its range, and above it where
+    it has an upper bound), with which a test walks every command's numeric arguments."""
 
     convert: Callable[[str], Any]
     ok: Callable[[Any], bool]
     allowed: str
-    outside: str
+    outside: tuple[str, ...]
 
     def __call__(self, text: str) -> Any:
         try:
@@ -102,7 +102,7 @@ def whole(minimum: int, maximum: int | None = None) -> Bounded:
     allowed = (f"a whole number >= {minimum}" if maximum is None
                else f"a whole number from {minimum} to {maximum}")
     return Bounded(int, lambda v: v >= minimum and (maximum is None or v <= maximum), allowed,
-                   str(minimum - 1))
+                   (str(minimum - 1), *(() if maximum is None else (str(maximum + 1),))))
 
 
 def real(low: float, high: float | None = None, *, inclusive: bool = False) -> Bounded:
@@ -114,10 +114,11 @@ def real(low: float, high: float | None = None, *, inclusive: bool = False) -> B
                    else f"a number from {low:g} to {high:g}")
         # NaN fails both comparisons.
         return Bounded(float, lambda v: v >= low and (high is None or v <= high), allowed,
-                       f"{low - 1:g}")
+                       (f"{low - 1:g}", *(() if high is None else (f"{high + 1:g}",))))
     allowed = (f"a number above {low:g}" if high is None
                else f"a number between {low:g} and {high:g}, both excluded")
-    return Bounded(float, lambda v: v > low and (high is None or v < high), allowed, f"{low:g}")
+    return Bounded(float, lambda v: v > low and (high is None or v < high), allowed,
+                   (f"{low:g}", *(() if high is None else (f"{high:g}",))))
 
 
 def run(main: Callable[[], int | None],

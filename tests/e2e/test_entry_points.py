@@ -145,46 +145,51 @@ def answers(tmp_path_factory) -> dict[tuple, Answer]:
 
 
 def bad_numbers(commands: dict[str, list[str]], described: dict[str, list[dict]],
-                base: Path) -> dict[str, list[tuple[dict, Path, Answer | None]]]:
+                base: Path) -> dict[str, list[tuple[dict, str | None, Path, Answer | None]]]:
     """Each command's numeric arguments (``described``: from its ``--help`` answer), each with
-    the folder it ran in and its answer to the value its range refuses (None: it has no range),
-    all run in one process."""
-    walk = [(name, arg, base / f"{i}") for i, (name, arg) in enumerate(
-        (name, arg) for name in commands for arg in described[name])]
-    ranged = [(name, arg, folder) for name, arg, folder in walk if arg["outside"] is not None]
+    each value its range refuses, the folder that ran in and the answer (value and answer None:
+    it has no range), all run in one process."""
+    walk = [(name, arg, value) for name in commands for arg in described[name]
+            for value in arg["outside"] or [None]]
+    walk = [(name, arg, value, base / str(i)) for i, (name, arg, value) in enumerate(walk)]
+    ranged = [(name, arg, value, folder) for name, arg, value, folder in walk if value is not None]
     base.mkdir(parents=True, exist_ok=True)
     got = run_in_one_process([Job(commands[name], [*arg["path"], *(
-        [] if arg["positional"] else [arg["option"]]), arg["outside"]], folder, _env())
-        for name, arg, folder in ranged]) if ranged else []
-    answer = {id(arg): a for (_, arg, _), a in zip(ranged, got)}
-    out: dict[str, list[tuple[dict, Path, Answer | None]]] = {name: [] for name in commands}
-    for name, arg, folder in walk:
-        out[name].append((arg, folder, answer.get(id(arg))))
+        [] if arg["positional"] else [arg["option"]]), value], folder, _env())
+        for name, arg, value, folder in ranged]) if ranged else []
+    answer = dict(zip((folder for *_, folder in ranged), got))
+    out: dict[str, list[tuple[dict, str | None, Path, Answer | None]]] = {n: [] for n in commands}
+    for name, arg, value, folder in walk:
+        out[name].append((arg, value, folder, answer.get(folder)))
     return out
 
 
-def numeric_problems(walked: list[tuple[dict, Path, Answer | None]]) -> list[str]:
+def numeric_problems(walked: list[tuple[dict, str | None, Path, Answer | None]]) -> list[str]:
     """What is wrong with a command's answers to its numeric arguments' bad values: an argument
-    without a range type, or an answer that is not one line naming it and what is allowed with a
-    non-zero exit and nothing written."""
+    without a range type, a seed without the upper bound the config has (MAX_SEED), or an answer
+    that is not one line naming it and what is allowed with a non-zero exit and nothing written."""
     out = []
-    for arg, folder, proc in walked:
+    for arg, value, folder, proc in walked:
         name = " ".join([*arg["path"], arg["option"]])
         if proc is None:
             out.append(f"{name}: not range-checked where it is parsed (type {arg['type']}); "
                        "use ptsl.cli.whole or real")
             continue
+        seed = arg["option"].rsplit("-", 1)[-1] == "seed"  # --seed, --first-seed; not --seeds
+        if seed and value == arg["outside"][0] and len(arg["outside"]) < 2:
+            out.append(f"{name}: a seed without an upper bound; use whole(0, MAX_SEED)")
         lines = _error_lines(proc)
         if (proc.returncode == 0 or "Traceback" in proc.stderr or len(lines) != 1
                 or arg["option"] not in lines[0] or "allowed:" not in lines[0]):
-            out.append(f"{name} {arg['outside']}: exit {proc.returncode}, {proc.stderr[-500:]!r}")
+            out.append(f"{name} {value}: exit {proc.returncode}, {proc.stderr[-500:]!r}")
         elif folder.exists() and any(folder.iterdir()):
-            out.append(f"{name} {arg['outside']}: wrote {sorted(p.name for p in folder.iterdir())}")
+            out.append(f"{name} {value}: wrote {sorted(p.name for p in folder.iterdir())}")
     return out
 
 
 @pytest.fixture(scope="module")
-def numbers(answers, tmp_path_factory) -> dict[str, list[tuple[dict, Path, Answer | None]]]:
+def numbers(answers, tmp_path_factory) -> dict[str, list[tuple[dict, str | None, Path,
+                                                                Answer | None]]]:
     """Every command's numeric arguments and its answers to their bad values."""
     described = {name: answers[(name, ("--help",), ())].numeric or [] for name in ENTRY_POINTS}
     return bad_numbers(ENTRY_POINTS, described, tmp_path_factory.mktemp("numbers"))
@@ -225,7 +230,7 @@ def test_an_unknown_option_is_named_in_one_line(answers, name):
 def test_the_numeric_arguments_are_found(numbers):
     """Not vacuous: the walk reads the commands' own parsers, sub-commands and repeatable
     options included."""
-    found = {(name, arg["option"]) for name, walked in numbers.items() for arg, _, _ in walked}
+    found = {(name, arg["option"]) for name, walked in numbers.items() for arg, *_ in walked}
     assert {("pipeline/evaluate.py", "--seed"), ("pipeline/train.py", "--seed"),
             ("ptsl.ops.grid", "--workers"), ("ptsl.ops.grid", "--gpus-per-run"),
             ("ptsl.tools.bench", "--node-seconds"), ("ptsl.tools.pilot", "--seed"),
@@ -239,8 +244,9 @@ def test_every_numeric_argument_is_checked_where_it_is_parsed(numbers, name):
 
 
 def test_the_numeric_walk_catches_an_unchecked_or_a_silent_number(tmp_path):
-    """The checks can fail: a plain ``type=int``, a number with no type, and a range whose
-    refusal is not one line naming the argument (a command that prints a traceback instead)."""
+    """The checks can fail: a plain ``type=int``, a number with no type, a range whose refusal
+    is not one line naming the argument (a command that prints a traceback instead), and a seed
+    with no upper bound (which the run's config refuses later, in a pydantic traceback)."""
     commands = commands_of(tmp_path, {"loose.py": (
         'import argparse\nfrom ptsl.cli import ArgumentParser, Bounded, whole\n\n'
         'if __name__ == "__main__":\n'
@@ -250,15 +256,17 @@ def test_the_numeric_walk_catches_an_unchecked_or_a_silent_number(tmp_path):
         '    one.add_argument("--steps", type=int, default=2)\n'
         '    one.add_argument("--rate", default=0.5)\n'
         '    one.add_argument("--ok", type=whole(1), default=1)\n'
-        '    one.add_argument("--loud", type=Bounded(int, lambda v: 1 / v, "x", "0"))\n'
+        '    one.add_argument("--loud", type=Bounded(int, lambda v: 1 / v, "x", ("0",)))\n'
+        '    one.add_argument("--seed", type=whole(0), default=1)\n'
         '    ap.parse_args()\n')})
     help_ = run_in_one_process([Job(commands["pipeline/loose.py"], ["--help"], tmp_path / "help",
                                     _env(), describe=True)])[0]
-    assert [a["option"] for a in help_.numeric] == ["--steps", "--rate", "--ok", "--loud"]
+    assert [a["option"] for a in help_.numeric] == ["--steps", "--rate", "--ok", "--loud",
+                                                    "--seed"]
     walked = bad_numbers(commands, {"pipeline/loose.py": help_.numeric}, tmp_path / "walk")
     problems = numeric_problems(walked["pipeline/loose.py"])
     assert [p.split(":")[0].split(" ")[:2] for p in problems] == [
-        ["one", "--steps"], ["one", "--rate"], ["one", "--loud"]], problems
+        ["one", "--steps"], ["one", "--rate"], ["one", "--loud"], ["one", "--seed"]], problems
 
 
 @pytest.mark.parametrize("name, args, files, named", BAD_INPUTS,

@@ -1,6 +1,6 @@
 """The commands' range types (ptsl.cli.whole, ptsl.cli.real): a number in range is taken, any
-other text is one line saying what is allowed, and the value each names as ``outside`` (the one
-the entry-point test walks every numeric argument with) is refused."""
+other text is one line saying what is allowed, and the values each names as ``outside`` (the
+ones the entry-point test walks every numeric argument with) are refused."""
 
 from __future__ import annotations
 
@@ -36,6 +36,8 @@ def test_other_text_is_one_line_saying_what_is_allowed(kind, text, allowed):
 
 
 @pytest.mark.parametrize("kind", sorted(KINDS))
-def test_the_outside_value_is_refused(kind):
-    with pytest.raises(argparse.ArgumentTypeError):
-        KINDS[kind](KINDS[kind].outside)
+def test_the_outside_values_are_refused(kind):
+    assert len(KINDS[kind].outside) == (1 if kind in ("whole(1)", "real(0)") else 2)
+    for text in KINDS[kind].outside:
+        with pytest.raises(argparse.ArgumentTypeError):
+            KINDS[kind](text)
