@@ -6,12 +6,11 @@ the protocol record, an .npz per table) and, when videos were recorded, the GIFs
 
 from pathlib import Path
 
-from ptsl.cli import ArgumentParser
 from ptsl.ops.machine import pinned_versions
 from ptsl.ops.params import load_params
 from ptsl.ops.paths import COMPUTE_PINS, EVALS, PUBLISHED, REPORTS, RUNS, VIDEOS
 from ptsl.ops.study import shared_path, study_runs_file
-from ptsl.ops.stage import run_stage
+from ptsl.ops.stage import run_stage, stage_parser
 from ptsl.ops.tracking import start_run
 from ptsl.report.inputs import Published, collect
 from ptsl.report.rollouts import collect_videos
@@ -19,11 +18,7 @@ from ptsl.report.versus import read_runs
 
 
 def main() -> None:
-    ap = ArgumentParser(description=__doc__)
-    ap.add_argument("--params", default="params.yaml", help="params file (default: %(default)s)")
-    ap.add_argument("--out", default=str(REPORTS),
-                    help="folder that receives the reports (default: %(default)s)")
-    args = ap.parse_args()
+    args = stage_parser(__doc__, REPORTS, "folder that receives the reports").parse_args()
     params = load_params(args.params)
     # Every input is read and checked before anything is written; the reports are then built
     # aside and swapped in (see write_reports), so a failure leaves the old reports in place.

@@ -8,23 +8,18 @@ per-benchmark checks go to reports/benchmarks.json (the stage's output), both to
 
 from pathlib import Path
 
-from ptsl.cli import ArgumentParser
 from ptsl.core.envs import check_benchmark
 from ptsl.core.files import write_json
 from ptsl.ops.machine import check_machine
 from ptsl.ops.params import load_params
 from ptsl.ops.paths import REPORTS, TASK_CACHE
-from ptsl.ops.stage import run_stage
+from ptsl.ops.stage import run_stage, stage_parser
 from ptsl.ops.tracking import start_run
 
 
 def main() -> None:
-    ap = ArgumentParser(description=__doc__)
-    ap.add_argument("--params", default="params.yaml", help="params file (default: %(default)s)")
-    ap.add_argument("--out", default=str(REPORTS),
-                    help="folder that receives environment.json and benchmarks.json "
-                         "(default: %(default)s)")
-    args = ap.parse_args()
+    args = stage_parser(__doc__, REPORTS,
+                        "folder that receives environment.json and benchmarks.json").parse_args()
     params = load_params(args.params)
     record = check_machine()  # host, versions, torch device
     # The first training seed's tasks: its goal list is the one training draws (and caches), so

@@ -4,24 +4,18 @@ task as GIFs under data/videos/<experiment>-<seed>/ (else only its index.json)."
 
 from pathlib import Path
 
-from ptsl.cli import ArgumentParser
 from ptsl.ops.machine import check_machine
 from ptsl.ops.params import load_params, run_config, stage_group
 from ptsl.ops.paths import EVALS, RUNS, TASK_CACHE, VIDEOS, run_id, stage_id
-from ptsl.ops.stage import run_stage
+from ptsl.ops.stage import run_stage, stage_parser
 from ptsl.ops.tracking import start_run
 
 
 def main() -> None:
-    ap = ArgumentParser(description=__doc__)
-    ap.add_argument("--exp", required=True,
-                    help="experiment name: a key of `experiments` in the params file")
-    ap.add_argument("--seed", required=True, type=int, help="seed of the trained run to evaluate")
-    ap.add_argument("--params", default="params.yaml", help="params file (default: %(default)s)")
+    ap = stage_parser(__doc__, EVALS, "folder that receives <exp>-<seed>.json",
+                      "seed of the trained run to evaluate")
     ap.add_argument("--runs", default=str(RUNS),
                     help="folder holding <exp>-<seed>/model.pt (default: %(default)s)")
-    ap.add_argument("--out", default=str(EVALS),
-                    help="folder that receives <exp>-<seed>.json (default: %(default)s)")
     ap.add_argument("--videos", default=str(VIDEOS),
                     help="folder that receives <exp>-<seed>/ with the rollout GIFs, or only "
                          "index.json when evaluate.videos is false (default: %(default)s)")

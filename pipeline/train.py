@@ -2,24 +2,16 @@
 
 from pathlib import Path
 
-from ptsl.cli import ArgumentParser, whole
 from ptsl.ops.machine import check_machine
 from ptsl.ops.params import load_params, run_config, stage_group
 from ptsl.ops.paths import RESUME, RUNS, TASK_CACHE, run_id, stage_id
-from ptsl.ops.stage import run_stage
+from ptsl.ops.stage import run_stage, stage_parser
 from ptsl.ops.tracking import start_run
 
 
 def main() -> None:
-    ap = ArgumentParser(description=__doc__)
-    ap.add_argument("--exp", required=True,
-                    help="experiment name: a key of `experiments` in the params file")
-    ap.add_argument("--seed", required=True, type=whole(0),
-                    help="training seed (goals, network init, replay sampling)")
-    ap.add_argument("--params", default="params.yaml", help="params file (default: %(default)s)")
-    ap.add_argument("--out", default=str(RUNS),
-                    help="folder that receives <exp>-<seed>/ (default: %(default)s)")
-    args = ap.parse_args()
+    args = stage_parser(__doc__, RUNS, "folder that receives <exp>-<seed>/",
+                        "training seed (goals, network init, replay sampling)").parse_args()
     params = load_params(args.params)
     cfg = run_config(params, args.exp, args.seed)
     # The machine check and the networks load torch: a bad params file is answered before

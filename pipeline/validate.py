@@ -5,18 +5,14 @@ line naming the key or file and what is allowed. Every other stage depends on th
 data/validated.json, whose content never changes, so a passing check leaves them up to date."""
 
 
-from ptsl.cli import ArgumentParser
 from ptsl.ops.paths import VALIDATED, write_stamp
-from ptsl.ops.stage import run_stage
+from ptsl.ops.stage import run_stage, stage_parser
 from ptsl.ops.validate import validate_project
 
 
 def main() -> None:
-    ap = ArgumentParser(description=__doc__)
-    ap.add_argument("--params", default="params.yaml", help="params file (default: %(default)s)")
-    ap.add_argument("--out", default=str(VALIDATED),
-                    help="the stamp written when everything is valid (default: %(default)s)")
-    args = ap.parse_args()
+    args = stage_parser(__doc__, VALIDATED,
+                        "the stamp written when everything is valid").parse_args()
     params = validate_project(params_file=args.params)
     write_stamp(args.out)
     runs = len(params.trained) * len(params.seeds)

@@ -211,6 +211,12 @@ def make_config(method: str = "mtsac", benchmark: str = "mt10", seed: int = 1, *
     The arguments go through the pipeline's parser (:func:`ptsl.ops.params.parse_params`), so every
     rule of ``params.yaml`` holds (``steps`` a multiple of ``eval_every``, PTSL options only on
     PTSL methods, ...) and a violation is a :class:`ConfigError` naming the argument.
+
+    Why a stand-in ``params.yaml`` mapping, not the :class:`RunConfig` built directly: the
+    presets are dotted keys of that file (``train.steps``, ``env.episode_length``) applied to
+    its mapping, and the rules across its sections (``steps`` a multiple of the evaluation
+    interval, the top-level ``pal_dim`` within the width of each experiment that reads it) are
+    written once, in ``parse_params``; a direct build would write them a second time.
     """
     presets = budgets()
     if budget not in presets:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import dataclass
 from typing import Any, Callable, NoReturn, Sequence
 
 from .core.errors import (ConfigError, CorruptFileError, EnvCheckError, GraphCaptureError,
@@ -73,38 +74,51 @@ def _option_strings(parser: argparse.ArgumentParser) -> set[str]:
     return out
 
 
-def _checked(convert: Callable[[str], Any], ok: Callable[[Any], bool],
-             allowed: str) -> Callable[[str], Any]:
-    """An argparse ``type``: ``convert(text)`` where ``ok`` holds, else one line that says what
-    is ``allowed``."""
+@dataclass(frozen=True)
+class Bounded:
+    """An argparse ``type`` for a number in a range (:func:`whole`, :func:`real`): the text
+    converted by ``convert`` where ``ok`` holds, else one line that says what is ``allowed``.
+    ``outside`` are values it refuses (the one at or just below its range, and above it where
+    it has an upper bound), with which a test walks every command's numeric arguments."""
 
-    def parse(text: str) -> Any:
+    convert: Callable[[str], Any]
+    ok: Callable[[Any], bool]
+    allowed: str
+    outside: tuple[str, ...]
+
+    def __call__(self, text: str) -> Any:
         try:
-            value = convert(text)
+            value = self.convert(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r}; allowed: {allowed}") from None
-        if not ok(value):
-            raise argparse.ArgumentTypeError(f"{text!r}; allowed: {allowed}")
+            raise argparse.ArgumentTypeError(f"{text!r}; allowed: {self.allowed}") from None
+        if not self.ok(value):
+            raise argparse.ArgumentTypeError(f"{text!r}; allowed: {self.allowed}")
         return value
 
-    return parse
 
-
-def whole(minimum: int, maximum: int | None = None) -> Callable[[str], int]:
+def whole(minimum: int, maximum: int | None = None) -> Bounded:
     """An argparse ``type``: a whole number from ``minimum`` to ``maximum`` (None: no bound),
     refused in one line that says what is allowed."""
     allowed = (f"a whole number >= {minimum}" if maximum is None
                else f"a whole number from {minimum} to {maximum}")
-    return _checked(int, lambda v: v >= minimum and (maximum is None or v <= maximum), allowed)
+    return Bounded(int, lambda v: v >= minimum and (maximum is None or v <= maximum), allowed,
+                   (str(minimum - 1), *(() if maximum is None else (str(maximum + 1),))))
 
 
-def real(low: float, high: float | None = None) -> Callable[[str], float]:
-    """An argparse ``type``: a number above ``low`` and below ``high`` (None: no bound),
-    refused in one line that says what is allowed."""
+def real(low: float, high: float | None = None, *, inclusive: bool = False) -> Bounded:
+    """An argparse ``type``: a number above ``low`` and below ``high`` (None: no bound), or
+    with ``inclusive`` from ``low`` to ``high``, bounds allowed; refused in one line that says
+    what is allowed."""
+    if inclusive:
+        allowed = (f"a number >= {low:g}" if high is None
+                   else f"a number from {low:g} to {high:g}")
+        # NaN fails both comparisons.
+        return Bounded(float, lambda v: v >= low and (high is None or v <= high), allowed,
+                       (f"{low - 1:g}", *(() if high is None else (f"{high + 1:g}",))))
     allowed = (f"a number above {low:g}" if high is None
                else f"a number between {low:g} and {high:g}, both excluded")
-    # NaN fails both comparisons.
-    return _checked(float, lambda v: v > low and (high is None or v < high), allowed)
+    return Bounded(float, lambda v: v > low and (high is None or v < high), allowed,
+                   (f"{low:g}", *(() if high is None else (f"{high:g}",))))
 
 
 def run(main: Callable[[], int | None],

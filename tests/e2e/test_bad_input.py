@@ -178,7 +178,8 @@ AGGREGATE = ["pipeline/aggregate.py"]
 
 @dataclass(frozen=True)
 class Case:
-    """One malformed input: how to break it, what to run, what the error line must say."""
+    """One malformed input: how to break it, what to run (a stage script and its arguments, or
+    ``dvc`` and its), what the error line must say."""
 
     id: str
     breaks: Callable[[Path], None]
@@ -366,28 +367,21 @@ def test_there_are_enough_cases_of_every_kind():
 # ------------------------------------------------------------------------------ through DVC
 
 
-@dataclass(frozen=True)
-class DvcCase:
-    id: str
-    breaks: Callable[[Path], None]
-    args: list[str]
-    says: tuple[str, ...]
-
-
+#: Cases whose ``script`` is DVC's command line.
 DVC_CASES = [
-    DvcCase("repro-duplicate-seeds", set_param("seeds", value=[1, 1]), ["repro"],
-            ("seeds", "distinct")),
-    DvcCase("repro-stage-table-row", set_param("tables", "short", "rows", value=["nope"]),
-            ["repro", "train@tiny_mtsac-1"], ("tables.short.rows", "'nope'")),
-    DvcCase("repro-aggregate-pal-dim", set_param("pal_dim", value=1000), ["repro", "aggregate"],
-            ("pal_dim", "<= 16")),
-    DvcCase("repro-corrupt-embeddings", write(EMBEDDINGS, half), ["repro"],
-            (EMBEDDINGS, "not valid JSON")),
-    DvcCase("exp-run-pal-dim", lambda root: None, ["exp", "run", "-S", "pal_dim=1000"],
-            ("pal_dim", "<= 16")),
-    DvcCase("exp-run-residual", lambda root: None,
-            ["exp", "run", "-S", "+experiments.tiny_ptsl.residual_mode=sums"],
-            ("experiments.tiny_ptsl.residual_mode", "allowed: none, sum")),
+    Case("repro-duplicate-seeds", set_param("seeds", value=[1, 1]), ["dvc", "repro"],
+         ("seeds", "distinct")),
+    Case("repro-stage-table-row", set_param("tables", "short", "rows", value=["nope"]),
+         ["dvc", "repro", "train@tiny_mtsac-1"], ("tables.short.rows", "'nope'")),
+    Case("repro-aggregate-pal-dim", set_param("pal_dim", value=1000),
+         ["dvc", "repro", "aggregate"], ("pal_dim", "<= 16")),
+    Case("repro-corrupt-embeddings", write(EMBEDDINGS, half), ["dvc", "repro"],
+         (EMBEDDINGS, "not valid JSON")),
+    Case("exp-run-pal-dim", lambda root: None, ["dvc", "exp", "run", "-S", "pal_dim=1000"],
+         ("pal_dim", "<= 16")),
+    Case("exp-run-residual", lambda root: None,
+         ["dvc", "exp", "run", "-S", "+experiments.tiny_ptsl.residual_mode=sums"],
+         ("experiments.tiny_ptsl.residual_mode", "allowed: none, sum")),
 ]
 
 
@@ -397,10 +391,11 @@ def test_dvc_stops_at_validate_and_removes_no_output(project, case):
     fails, so no stage runs and nothing is removed (the report outputs are not in the cache)."""
     case.breaks(project)
     # `dvc exp run -S` writes the new value into params.yaml itself: the one file allowed to change.
-    skip = {"params.yaml"} if case.args[0] == "exp" else set()
+    skip = {"params.yaml"} if case.script[1] == "exp" else set()
     before = snapshot(project, skip)
-    proc = subprocess.run([str(Path(sys.executable).parent / "dvc"), *case.args], cwd=project,
-                          env=env_for(project), capture_output=True, text=True, timeout=300)
+    proc = subprocess.run([str(Path(sys.executable).parent / "dvc"), *case.script[1:]],
+                          cwd=project, env=env_for(project), capture_output=True, text=True,
+                          timeout=300)
     after = snapshot(project, skip)
     output = proc.stdout + proc.stderr
     assert proc.returncode != 0, output[-2000:]

@@ -6,8 +6,12 @@ stage script of pipeline/, so a new one is covered the day it is added. Each one
 - refuses an option it does not know with one error line naming it and a non-zero exit, even
   when a required argument is missing too;
 - answers the bad inputs of :data:`BAD_INPUTS` (a missing or malformed file, a study that does
-  not exist, a count of 0) with one line ``error: ...`` naming what is wrong, and a non-zero
-  exit;
+  not exist, a number out of its range) with one line ``error: ...`` naming what is wrong, and
+  a non-zero exit;
+- range-checks every numeric argument where it is parsed (``ptsl.cli.whole`` / ``real``): the
+  arguments are read from each command's own parser (the one its ``--help`` parsed with), so a
+  new one is walked the day it is added; each, given the value its range refuses, is answered
+  with one line naming it and what is allowed, a non-zero exit, and nothing written;
 
 and never prints a traceback. Each command runs in a fresh empty folder (nothing of the project
 is read or changed there). They all run in one Python process, one after another, each as
@@ -62,8 +66,19 @@ def entry_points(root: Path = ROOT) -> dict[str, list[str]]:
 
 ENTRY_POINTS = entry_points()
 
+
+def commands_of(root: Path, scripts: dict[str, str]) -> dict[str, list[str]]:
+    """The commands the walk finds in a project at ``root`` whose pipeline/ holds ``scripts``
+    (file name -> text) and whose src/ptsl is empty."""
+    (root / "src" / "ptsl").mkdir(parents=True)
+    (root / "pipeline").mkdir()
+    for name, text in scripts.items():
+        (root / "pipeline" / name).write_text(text)
+    return entry_points(root)
+
 #: (command, arguments, files written into its empty folder first, what its one line names).
-#: Each fails before any work: none trains, evaluates or writes.
+#: Each fails before any work: none trains, evaluates or writes. (Each numeric argument's value
+#: below its range is walked apart: :func:`bad_numbers`.)
 BAD_INPUTS = [
     ("ptsl.tools.counting", ["--params", "nope.yaml"], {}, "nope.yaml: params file not found"),
     ("ptsl.tools.branches_along", ["--resume-dir", "nope", "--out", "out"], {},
@@ -83,20 +98,16 @@ BAD_INPUTS = [
     ("ptsl.report.branches", ["--study", "nope", "--out", "out"], {}, "--study: unknown study"),
     ("ptsl.tools.bench", ["--params", "nope.yaml"], {}, "nope.yaml: params file not found"),
     ("ptsl.tools.bench", ["--only", "nope"], {}, "--only: unknown section 'nope'"),
-    ("ptsl.tools.learning_check", ["--steps", "0"], {}, "--steps"),
     ("ptsl.tools.learning_check", ["--seed", "x"], {}, "--seed"),
     ("ptsl.tools.pilot", ["--study", "nope"], {}, "--study: no studies/nope/params.yaml"),
-    ("ptsl.tools.reward_check", ["--episodes", "0"], {}, "--episodes"),
     ("ptsl.tools.same_bytes", ["--params", "nope.yaml", "--before", str(ROOT), "--after",
                                str(ROOT)], {}, "nope.yaml: params file not found"),
     ("ptsl.tools.study_time", ["nope"], {}, "no study 'nope'"),
     ("ptsl.tools.power", ["nope"], {}, "no study 'nope'"),
     ("ptsl.tools.power", [], {}, "name a study or give --sd with --pairs"),
     ("ptsl.tools.power", ["--sd", "0.1"], {}, "--sd and --pairs go together"),
-    ("ptsl.tools.power", ["--sd", "0.1", "--pairs", "1"], {}, "--pairs: '1'; allowed: a whole"),
     ("ptsl.tools.power", ["--sd", "0.1", "--pairs", "5", "--power", "1"], {},
      "--power: '1'; allowed: a number between 0 and 1, both excluded"),
-    ("ptsl.tools.power", ["--sd", "-1", "--pairs", "5"], {}, "--sd: '-1'; allowed: a number above 0"),
     ("ptsl.tools.power", ["s"], {"studies/s/params.yaml": "seeds: [1]\n"},
      "no *_contrasts.csv; name contrasts"),
     ("pipeline/validate.py", ["--params", "nope.yaml"], {}, "nope.yaml: params file not found"),
@@ -130,8 +141,60 @@ def answers(tmp_path_factory) -> dict[tuple, Answer]:
     jobs += [(name, tuple(args), tuple(files.items()))
              for name, args, files, _ in BAD_INPUTS if name in ENTRY_POINTS]
     got = run_in_one_process([Job(ENTRY_POINTS[name], list(args), base / str(i), _env(),
-                                  dict(files)) for i, (name, args, files) in enumerate(jobs)])
+                                  dict(files), describe=args == ("--help",))
+                              for i, (name, args, files) in enumerate(jobs)])
     return dict(zip(jobs, got))
+
+
+def bad_numbers(commands: dict[str, list[str]], described: dict[str, list[dict]],
+                base: Path) -> dict[str, list[tuple[dict, str | None, Path, Answer | None]]]:
+    """Each command's numeric arguments (``described``: from its ``--help`` answer), each with
+    each value its range refuses, the folder that ran in and the answer (value and answer None:
+    it has no range), all run in one process."""
+    walk = [(name, arg, value) for name in commands for arg in described[name]
+            for value in arg["outside"] or [None]]
+    walk = [(name, arg, value, base / str(i)) for i, (name, arg, value) in enumerate(walk)]
+    ranged = [(name, arg, value, folder) for name, arg, value, folder in walk if value is not None]
+    base.mkdir(parents=True, exist_ok=True)
+    got = run_in_one_process([Job(commands[name], [*arg["path"], *(
+        [] if arg["positional"] else [arg["option"]]), value], folder, _env())
+        for name, arg, value, folder in ranged]) if ranged else []
+    answer = dict(zip((folder for *_, folder in ranged), got))
+    out: dict[str, list[tuple[dict, str | None, Path, Answer | None]]] = {n: [] for n in commands}
+    for name, arg, value, folder in walk:
+        out[name].append((arg, value, folder, answer.get(folder)))
+    return out
+
+
+def numeric_problems(walked: list[tuple[dict, str | None, Path, Answer | None]]) -> list[str]:
+    """What is wrong with a command's answers to its numeric arguments' bad values: an argument
+    without a range type, a seed without the upper bound the config has (MAX_SEED), or an answer
+    that is not one line naming it and what is allowed with a non-zero exit and nothing written."""
+    out = []
+    for arg, value, folder, proc in walked:
+        name = " ".join([*arg["path"], arg["option"]])
+        if proc is None:
+            out.append(f"{name}: not range-checked where it is parsed (type {arg['type']}); "
+                       "use ptsl.cli.whole or real")
+            continue
+        seed = arg["option"].rsplit("-", 1)[-1] == "seed"  # --seed, --first-seed; not --seeds
+        if seed and value == arg["outside"][0] and len(arg["outside"]) < 2:
+            out.append(f"{name}: a seed without an upper bound; use whole(0, MAX_SEED)")
+        lines = _error_lines(proc)
+        if (proc.returncode == 0 or "Traceback" in proc.stderr or len(lines) != 1
+                or arg["option"] not in lines[0] or "allowed:" not in lines[0]):
+            out.append(f"{name} {value}: exit {proc.returncode}, {proc.stderr[-500:]!r}")
+        elif folder.exists() and any(folder.iterdir()):
+            out.append(f"{name} {value}: wrote {sorted(p.name for p in folder.iterdir())}")
+    return out
+
+
+@pytest.fixture(scope="module")
+def numbers(answers, tmp_path_factory) -> dict[str, list[tuple[dict, str | None, Path,
+                                                                Answer | None]]]:
+    """Every command's numeric arguments and its answers to their bad values."""
+    described = {name: answers[(name, ("--help",), ())].numeric or [] for name in ENTRY_POINTS}
+    return bad_numbers(ENTRY_POINTS, described, tmp_path_factory.mktemp("numbers"))
 
 
 def _error_lines(proc: Answer) -> list[str]:
@@ -166,6 +229,48 @@ def test_an_unknown_option_is_named_in_one_line(answers, name):
     assert len(lines) == 1 and UNKNOWN in lines[0], proc.stderr[-2000:]
 
 
+def test_the_numeric_arguments_are_found(numbers):
+    """Not vacuous: the walk reads the commands' own parsers, sub-commands and repeatable
+    options included."""
+    found = {(name, arg["option"]) for name, walked in numbers.items() for arg, *_ in walked}
+    assert {("pipeline/evaluate.py", "--seed"), ("pipeline/train.py", "--seed"),
+            ("ptsl.ops.grid", "--workers"), ("ptsl.ops.grid", "--gpus-per-run"),
+            ("ptsl.tools.bench", "--node-seconds"), ("ptsl.tools.pilot", "--seed"),
+            ("ptsl.tools.power", "--alpha")} <= found, sorted(found)
+
+
+@pytest.mark.parametrize("name", sorted(ENTRY_POINTS))
+def test_every_numeric_argument_is_checked_where_it_is_parsed(numbers, name):
+    problems = numeric_problems(numbers[name])
+    assert not problems, "\n".join(problems)
+
+
+def test_the_numeric_walk_catches_an_unchecked_or_a_silent_number(tmp_path):
+    """The checks can fail: a plain ``type=int``, a number with no type, a range whose refusal
+    is not one line naming the argument (a command that prints a traceback instead), and a seed
+    with no upper bound (which the run's config refuses later, in a pydantic traceback)."""
+    commands = commands_of(tmp_path, {"loose.py": (
+        'import argparse\nfrom ptsl.cli import ArgumentParser, Bounded, whole\n\n'
+        'if __name__ == "__main__":\n'
+        '    ap = ArgumentParser()\n'
+        '    sub = ap.add_subparsers(dest="command")\n'
+        '    one = sub.add_parser("one")\n'
+        '    one.add_argument("--steps", type=int, default=2)\n'
+        '    one.add_argument("--rate", default=0.5)\n'
+        '    one.add_argument("--ok", type=whole(1), default=1)\n'
+        '    one.add_argument("--loud", type=Bounded(int, lambda v: 1 / v, "x", ("0",)))\n'
+        '    one.add_argument("--seed", type=whole(0), default=1)\n'
+        '    ap.parse_args()\n')})
+    help_ = run_in_one_process([Job(commands["pipeline/loose.py"], ["--help"], tmp_path / "help",
+                                    _env(), describe=True)])[0]
+    assert [a["option"] for a in help_.numeric] == ["--steps", "--rate", "--ok", "--loud",
+                                                    "--seed"]
+    walked = bad_numbers(commands, {"pipeline/loose.py": help_.numeric}, tmp_path / "walk")
+    problems = numeric_problems(walked["pipeline/loose.py"])
+    assert [p.split(":")[0].split(" ")[:2] for p in problems] == [
+        ["one", "--steps"], ["one", "--rate"], ["one", "--loud"], ["one", "--seed"]], problems
+
+
 @pytest.mark.parametrize("name, args, files, named", BAD_INPUTS,
                          ids=[f"{n} {' '.join(a)}" + (" (files)" if f else "")
                               for n, a, f, _ in BAD_INPUTS])
@@ -181,17 +286,13 @@ def test_the_walk_and_the_checks_catch_a_bad_command(tmp_path):
     """The checks can fail: a command found by the walk that prints a traceback for a missing
     file (as ``ptsl.tools.counting`` did), and one without --help that ignores its arguments
     (as ``ptsl.report.readme`` did), each fail them."""
-    (tmp_path / "src" / "ptsl").mkdir(parents=True)
-    (tmp_path / "pipeline").mkdir()
-    (tmp_path / "pipeline" / "bad.py").write_text(
-        'import argparse, sys\n\n'
-        'if __name__ == "__main__":\n'
-        '    args = argparse.ArgumentParser().parse_args()\n'
-        '    open("nope.yaml")\n')
-    (tmp_path / "pipeline" / "deaf.py").write_text(
-        'if __name__ == "__main__":\n    print("did its work")\n')
-    (tmp_path / "pipeline" / "helper.py").write_text("def main():\n    pass\n")
-    found = entry_points(tmp_path)
+    found = commands_of(tmp_path, {
+        "bad.py": ('import argparse, sys\n\n'
+                   'if __name__ == "__main__":\n'
+                   '    args = argparse.ArgumentParser().parse_args()\n'
+                   '    open("nope.yaml")\n'),
+        "deaf.py": 'if __name__ == "__main__":\n    print("did its work")\n',
+        "helper.py": "def main():\n    pass\n"})
     assert set(found) == {"pipeline/bad.py", "pipeline/deaf.py"}
     bad = _run(found["pipeline/bad.py"], [], {}, tmp_path / "run-bad")
     assert bad.returncode != 0 and "Traceback" in bad.stderr

@@ -156,19 +156,6 @@ def test_what_limits_a_node():
     assert "cores not sampled" in limit(0.2, None, 16)
 
 
-@pytest.mark.parametrize("flag", ["--node-seeds"])
-def test_a_node_count_below_one_is_refused_in_one_line(flag, tmp_path, monkeypatch, capsys):
-    from ptsl.tools.bench.__main__ import main
-
-    monkeypatch.setattr("sys.argv", ["bench", flag, "0", "--out", str(tmp_path)])
-    with pytest.raises(SystemExit) as exit_:
-        main()
-    assert exit_.value.code == 2
-    assert capsys.readouterr().err.strip().splitlines()[-1].endswith(
-        f"error: {flag}: 0 is not allowed; allowed: a whole number of at least 1")
-    assert not list(tmp_path.iterdir())
-
-
 def test_workers_that_start_processes_of_their_own():
     """The node's workers may start environment workers (PTSL_VECTOR=async): a daemonic process
     may not, a worker run with ``children`` may."""

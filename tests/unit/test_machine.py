@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import platform
 from importlib.metadata import version
 
 import pytest
 
 from ptsl.core.errors import EnvCheckError
-from ptsl.ops.machine import check_machine, pinned_versions
+from ptsl.ops.machine import check_machine, package_versions, pinned_versions
 
 from ..conftest import ROOT
 
@@ -33,6 +34,15 @@ def test_a_local_build_tag_is_the_machine_s_business(tmp_path):
     req = tmp_path / "requirements.txt"
     req.write_text(f"torch=={version('torch').split('+')[0]}\n")
     check_machine(req)  # a CUDA build (2.13.0+cu128) satisfies the pin 2.13.0
+
+
+def test_a_package_not_installed_is_refused_or_recorded_as_said():
+    names = ("numpy", "no-such-package")
+    with pytest.raises(EnvCheckError, match="package no-such-package is not installed; run"):
+        package_versions(names)
+    assert package_versions(names, missing="not installed") == {
+        "python": platform.python_version(), "numpy": version("numpy"),
+        "no-such-package": "not installed"}
 
 
 def test_missing_requirements_file_is_one_line(tmp_path):

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from ..cli import ArgumentParser
+from ..cli import ArgumentParser, whole
 from ..core.errors import ConfigError
 from .paths import REPORTS
 from .stage import run_stage
@@ -166,7 +166,7 @@ def main(argv: Sequence[str] | None = None) -> None:
                          "workspace, a branch or commit, an experiment)")
     ap.add_argument("--project", type=Path, default=Path("."),
                     help="project root holding dvc.yaml and params.yaml (default: .)")
-    ap.add_argument("--width", type=int, default=shutil.get_terminal_size((120, 24)).columns,
+    ap.add_argument("--width", type=whole(1), default=shutil.get_terminal_size((120, 24)).columns,
                     help="terminal width the row labels are cut to (default: the terminal's)")
     args = ap.parse_args(argv)
     if not (args.project / "dvc.yaml").is_file():

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..cli import real, whole
 from .cluster import (CONNECT_TIMEOUT_S, SHARED_FLAG, ClusterError, bounded, check_remote,
                       dvc_remotes, probe_cluster)
 from .mps import MpsDaemon, MpsError
@@ -583,24 +584,24 @@ def trained_here(repro_output: str, groups: Sequence[str] = TRAINING_GROUPS) -> 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(prog="python -m ptsl.ops.grid",
                                  description=__doc__.split("\n\n")[0])
-    ap.add_argument("--workers", type=int, default=0,
+    ap.add_argument("--workers", type=whole(1), default=None,
                     help="local Ray: runs at once (default: the CPU cores / --cpus-per-run)")
-    ap.add_argument("--cpus-per-run", type=float, default=1.0,
+    ap.add_argument("--cpus-per-run", type=real(0), default=1.0,
                     help="Ray CPUs per run; also its torch threads (default 1)")
-    ap.add_argument("--gpus-per-run", type=float, default=None,
+    ap.add_argument("--gpus-per-run", type=real(0, 1, inclusive=True), default=None,
                     help="Ray GPU fraction per run (default: the GPUs shared by as many runs as "
                          "the CPUs hold; 0 without GPUs)")
     ap.add_argument("--address", default=None,
                     help="join this Ray cluster (e.g. ray://head:10001 or auto); a DVC default "
                          "remote is then the shared cache")
-    ap.add_argument("--connect-timeout", type=float, default=CONNECT_TIMEOUT_S,
+    ap.add_argument("--connect-timeout", type=real(0), default=CONNECT_TIMEOUT_S,
                     metavar="SECONDS",
                     help="with --address: give up joining the cluster after this long "
                          "(default %(default)g)")
     ap.add_argument(SHARED_FLAG, action="store_true",
                     help="with --address: the DVC default remote is a folder every node mounts "
                          "at the same path (refused otherwise unless on a network filesystem)")
-    ap.add_argument("--retries", type=int, default=0,
+    ap.add_argument("--retries", type=whole(0), default=0,
                     help="Ray retries of a stage whose worker died (it resumes from its scratch "
                          "checkpoint; default 0: report it)")
     ap.add_argument("--only", action="append", default=[], metavar="PATTERN",
@@ -622,17 +623,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                          "nvidia-cuda-mps-control daemon, or reuse it, for the stages (local "
                          "Ray only; default --gpus-per-run as without it, at least 1/48)")
     args = ap.parse_args(argv)
-    if args.cpus_per_run <= 0:
-        ap.error(f"--cpus-per-run: must be > 0, got {args.cpus_per_run}")
-    if args.gpus_per_run is not None and not 0 <= args.gpus_per_run <= 1:
-        ap.error(f"--gpus-per-run: must be in [0, 1], got {args.gpus_per_run}")
-    if args.workers < 0:
-        ap.error(f"--workers: must be >= 1, got {args.workers}")
     if args.mps and args.address:
         ap.error("--mps: not with --address: MPS is per node; start nvidia-cuda-mps-control on "
                  "each node yourself")
-    if args.connect_timeout <= 0:
-        ap.error(f"--connect-timeout: must be > 0 seconds, got {args.connect_timeout:g}")
     if args.remote_is_shared and not args.address:
         ap.error(f"{SHARED_FLAG}: only with --address (a local grid shares this machine's DVC "
                  "cache)")

@@ -11,7 +11,7 @@ import platform
 import re
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from ..core.errors import EnvCheckError
 from .paths import COMPUTE_PINS
@@ -21,13 +21,19 @@ from .study import shared_path
 PACKAGES = ("torch", "mujoco", "metaworld", "gymnasium", "numpy", "dvc", "mlflow", "pandas")
 
 
-def package_versions() -> dict[str, str]:
+def package_versions(names: Sequence[str] = PACKAGES,
+                     missing: str | None = None) -> dict[str, str]:
+    """Python's version and the installed version of each of ``names``. A package that is not
+    installed is refused (:class:`~ptsl.core.errors.EnvCheckError`), or, where ``missing`` is
+    given (a record that lists what it found, as the benchmark's), stands with that text."""
     out = {"python": platform.python_version()}
-    for name in PACKAGES:
+    for name in names:
         try:
             out[name] = version(name)
         except PackageNotFoundError as exc:
-            raise EnvCheckError(f"package {name} is not installed; run `make install`") from exc
+            if missing is None:
+                raise EnvCheckError(f"package {name} is not installed; run `make install`") from exc
+            out[name] = missing
     return out
 
 

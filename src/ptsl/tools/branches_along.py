@@ -29,7 +29,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..cli import ArgumentParser, run
+from ..cli import ArgumentParser, real, run
 from ..core.errors import ConfigError, CorruptFileError
 from ..core.files import write_atomic
 
@@ -197,15 +197,13 @@ def main() -> int:
                              "checkout that trains it)")
     parser.add_argument("--out", type=Path, required=True,
                         help=f"folder of {CSV_NAME} and {FIGURE_NAME}")
-    parser.add_argument("--every", type=float, default=60.0,
+    parser.add_argument("--every", type=real(0), default=60.0,
                         help="seconds between passes (default 60)")
     parser.add_argument("--once", action="store_true", help="one pass, then exit")
     args = parser.parse_args()
     if not args.resume_dir.is_dir():
         raise ConfigError(f"--resume-dir: {args.resume_dir} is not a folder; allowed: the "
                           "scratch/resume folder of a checkout that trains the study")
-    if args.every <= 0:
-        raise ConfigError(f"--every: must be > 0, got {args.every}")
     read_rows(args.out / CSV_NAME)  # a broken table is refused before any work
     from ..ops.paths import TASK_CACHE
 

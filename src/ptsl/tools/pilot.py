@@ -23,8 +23,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from ..cli import ArgumentParser, run
-from ..core.config import TrainConfig
+from ..cli import ArgumentParser, run, whole
+from ..core.config import MAX_SEED, TrainConfig
 from ..core.errors import ConfigError
 from ..core.files import write_atomic
 from ..core.loop import train
@@ -97,10 +97,11 @@ def pilot_row(params: Any, name: str, steps: int, seed: int = 1) -> tuple[dict[s
 def main(argv: list[str] | None = None) -> int:
     ap = ArgumentParser(prog="python -m ptsl.tools.pilot", description=__doc__)
     ap.add_argument("--study", required=True, help="the study's name (a folder under studies/)")
-    ap.add_argument("--steps", type=int, default=2000, help="vector steps per row (default 2000)")
+    ap.add_argument("--steps", type=whole(1), default=2000,
+                    help="vector steps per row (default 2000)")
     ap.add_argument("--row", action="append", default=[], metavar="EXPERIMENT",
                     help="time only this row (repeatable; default: every trained row)")
-    ap.add_argument("--seed", type=int, action="append", default=[],
+    ap.add_argument("--seed", type=whole(0, MAX_SEED), action="append", default=[],
                     help="seed (repeatable; default 1)")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="train with this params value instead (repeatable): env.observation=v1")

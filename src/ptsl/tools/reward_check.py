@@ -40,7 +40,7 @@ import numpy as np
 import pandas as pd
 
 from ..cli import ArgumentParser, run, whole
-from ..core.config import EnvConfig
+from ..core.config import MAX_SEED, EnvConfig
 from ..core.envs import MetaWorldTaskEnv, TaskSet, load_tasks, task_seed
 from ..core.files import write_atomic
 from ..ops.paths import TASK_CACHE
@@ -443,8 +443,8 @@ class _Parser(ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         if "allowed" not in message:  # an unknown flag or a missing value
-            message += ("; allowed: --episodes N (>= 1), --seed S (>= 0), --task TASK, "
-                        "--out FOLDER")
+            message += (f"; allowed: --episodes N (>= 1), --seed S (0 to {MAX_SEED}), "
+                        "--task TASK, --out FOLDER")
         print(f"error: {message}", file=sys.stderr)
         raise SystemExit(2)
 
@@ -455,13 +455,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--episodes", type=whole(1), default=5, metavar="N",
                     help="goals per task: run seeds S ... S+N-1, one episode per seed and "
                          "policy (default 5)")
-    ap.add_argument("--seed", type=whole(0), default=1, metavar="S",
+    ap.add_argument("--seed", type=whole(0, MAX_SEED), default=1, metavar="S",
                     help="first run seed (default 1)")
     ap.add_argument("--task", action="append", default=[], metavar="TASK",
                     help="check only this MT10 task (repeatable; default: all ten)")
     ap.add_argument("--out", default=str(DEFAULT_OUT), metavar="FOLDER",
                     help=f"folder for reward_check.csv and reward_check.md (default {DEFAULT_OUT})")
     args = ap.parse_args(argv)
+    if args.seed + args.episodes - 1 > MAX_SEED:  # the run seeds S ... S+N-1
+        ap.error(f"argument --episodes: {args.episodes} from --seed {args.seed} passes seed "
+                 f"{MAX_SEED}; allowed: at most {MAX_SEED - args.seed + 1}")
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         ap.error(f"argument --out: {args.out!r} is a file; allowed: a folder (new or existing)")

@@ -22,7 +22,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from ..cli import ArgumentParser, run
+from ..cli import ArgumentParser, run, whole
+from ..core.config import MAX_SEED
 from ..core.errors import ConfigError
 
 # Run under the other checkout's code: only what every version of the project has (RunConfig,
@@ -77,9 +78,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--before", required=True, help="checkout whose src/ is the code before")
     ap.add_argument("--after", default=".", help="checkout whose src/ is the code after "
                                                  "(default: this one)")
-    ap.add_argument("--steps", type=int, default=2000,
+    ap.add_argument("--steps", type=whole(0), default=2000,
                     help="vector steps per row (default 2000; 0: the params' own budget)")
-    ap.add_argument("--seed", type=int, action="append", default=[],
+    ap.add_argument("--seed", type=whole(0, MAX_SEED), action="append", default=[],
                     help="seed (repeatable; default 1)")
     ap.add_argument("--row", action="append", default=[], metavar="EXPERIMENT",
                     help="only this row (repeatable; default every trained row)")
@@ -90,8 +91,6 @@ def main(argv: list[str] | None = None) -> int:
             if not (Path(path) / "src" / "ptsl").is_dir():
                 raise ConfigError(f"{flag}: {path} has no src/ptsl; allowed: a checkout of "
                                   "this project")
-        if args.steps < 0:
-            raise ConfigError(f"--steps: must be >= 0, got {args.steps}")
         from ..ops.params import load_params
 
         params = load_params(args.params)

@@ -7,28 +7,27 @@ host-device bus and nothing waits for the host; a captured graph draws them at e
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import torch
 
-from ..agent.buffer import Batch
+from ..agent.buffer import Batch, Ring
 
 
-class DeviceReplayBuffer:
+class DeviceReplayBuffer(Ring):
     """:class:`ptsl.core.agent.buffer.ReplayBuffer` on a device: the same rows, interface and state
     format, sampled uniformly with replacement over the stored rows from a device generator
     seeded from the run's seed (:class:`DeviceSampler`)."""
 
     def __init__(self, capacity: int, obs_dim: int, action_dim: int,
                  device: torch.device | str, seed: int) -> None:
-        if capacity < 1:
-            raise ValueError(f"capacity must be >= 1, got {capacity}")
-        self.capacity, self.obs_dim, self.action_dim = capacity, obs_dim, action_dim
+        super().__init__(capacity)
+        self.obs_dim, self.action_dim = obs_dim, action_dim
         self.device = torch.device(device)
         width = 2 * obs_dim + action_dim + 3  # obs, action, reward, next_obs, not_done, task
         self.data = torch.empty((capacity, width), dtype=torch.float32, device=self.device)
         self.generator = torch.Generator(device=self.device).manual_seed(seed)
-        self.pos = 0
-        self.full = False
         #: len(self) on the device, updated in place: a captured sampler reads the current size
         #: at every replay, where a Python int would stay frozen at its value during capture.
         self.size_t = torch.zeros((), dtype=torch.int64, device=self.device)
@@ -40,9 +39,6 @@ class DeviceReplayBuffer:
                       "not_done": slice(2 * o + a + 1, 2 * o + a + 2),
                       "task": slice(2 * o + a + 2, 2 * o + a + 3)}
 
-    def __len__(self) -> int:
-        return self.capacity if self.full else self.pos
-
     def add(self, obs: np.ndarray, action: np.ndarray, reward: np.ndarray, next_obs: np.ndarray,
             not_done: np.ndarray, task: np.ndarray) -> None:
         """Append a batch of transitions (one row each), wrapping around when full."""
@@ -52,13 +48,9 @@ class DeviceReplayBuffer:
                                 np.asarray(next_obs, np.float32),
                                 np.asarray(not_done, np.float32).reshape(n, 1),
                                 np.asarray(task, np.float32).reshape(n, 1)], axis=1)
-        if n > self.capacity:
-            block, n = block[n - self.capacity:], self.capacity
-        rows = torch.from_numpy(block).to(self.device, non_blocking=True)
-        idx = (self.pos + torch.arange(n, device=self.device)) % self.capacity
-        self.data.index_copy_(0, idx, rows)
-        self.full = self.full or self.pos + n >= self.capacity
-        self.pos = int((self.pos + n) % self.capacity)
+        keep, idx = self.claim(n, functools.partial(torch.arange, device=self.device))
+        self.data.index_copy_(0, idx, torch.from_numpy(block[keep]).to(self.device,
+                                                                       non_blocking=True))
         self.size_t.fill_(len(self))
 
     def fields(self, rows: torch.Tensor) -> Batch:
@@ -73,17 +65,14 @@ class DeviceReplayBuffer:
         :meth:`ptsl.core.agent.buffer.ReplayBuffer.state_dict`) and the sampling generator's state."""
         n = len(self)
         rows = self.data[:n].cpu().numpy()
-        out = {"capacity": self.capacity, "pos": self.pos, "full": self.full,
-               "generator": self.generator.get_state()}
+        out = {**self.ring_state(), "generator": self.generator.get_state()}
         for name, cols in self._cols.items():
             out[name] = rows[:, cols].copy()
         out["task"] = out["task"][:, 0].astype(np.int64)
         return out
 
     def load_state_dict(self, state: dict) -> None:
-        if state["capacity"] != self.capacity:
-            raise ValueError(f"buffer capacity mismatch: checkpoint {state['capacity']}, "
-                             f"config {self.capacity}")
+        self.load_ring(state)
         n = len(state["obs"])
         block = np.concatenate([state["obs"], state["action"],
                                 np.asarray(state["reward"], np.float32).reshape(n, 1),
@@ -91,7 +80,6 @@ class DeviceReplayBuffer:
                                 np.asarray(state["not_done"], np.float32).reshape(n, 1),
                                 np.asarray(state["task"], np.float32).reshape(n, 1)], axis=1)
         self.data[:n] = torch.from_numpy(block).to(self.device)
-        self.pos, self.full = int(state["pos"]), bool(state["full"])
         self.size_t.fill_(len(self))
         if "generator" in state:
             self.generator.set_state(state["generator"])

@@ -17,15 +17,15 @@ import dataclasses
 import platform
 import sys
 import time
-from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from ...cli import ArgumentParser
+from ...cli import ArgumentParser, Bounded, real, whole
 from ...core.envs import load_tasks
 from ...core.runtime import Runtime, precision
+from ...ops.machine import package_versions
 from ...ops.params import load_params
 from ...ops.paths import TASK_CACHE
 from ...ops.stage import run_stage
@@ -66,47 +66,33 @@ def _cpu_count() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 0
 
 
-def _versions() -> dict[str, str]:
-    out = {"python": platform.python_version()}
-    for name in PACKAGES:
-        try:
-            out[name] = version(name)
-        except PackageNotFoundError:
-            out[name] = "not installed"
-    return out
-
-
 def main() -> None:
     ap = ArgumentParser(prog="python -m ptsl.tools.bench", description=__doc__)
     ap.add_argument("--params", default="params.yaml", help="experiments whose sizes are measured")
     ap.add_argument("--out", default="reports/bench", help="folder of the JSON record")
-    ap.add_argument("--rounds", type=int, default=None,
-                    help="interleaved rounds per comparison (default: 12 on CPU, 5 on CUDA)")
-    ap.add_argument("--updates", type=int, default=None,
-                    help="updates per contender and round (default: 1 on CPU, 50 on CUDA)")
-    ap.add_argument("--threads", type=int, default=None,
+
+    def per_device(flag: str, kind: Bounded, what: str, cpu: str, cuda: str) -> None:
+        ap.add_argument(flag, type=kind, default=None,
+                        help=f"{what} (default: {cpu} on CPU, {cuda} on CUDA)")
+
+    per_device("--rounds", whole(1), "interleaved rounds per comparison", "12", "5")
+    per_device("--updates", whole(1), "updates per contender and round", "1", "50")
+    ap.add_argument("--threads", type=whole(1), default=None,
                     help="torch threads (default: 1 on CPU, the one-core figures; torch's own "
                          "choice on CUDA); PTSL_THREADS overrides the default")
-    ap.add_argument("--loop-steps", type=int, default=None,
-                    help="measured vector steps of the end-to-end loop (default: 40 on CPU, 600 "
-                         "on CUDA)")
+    per_device("--loop-steps", whole(1), "measured vector steps of the end-to-end loop", "40",
+               "600")
     ap.add_argument("--only", default=",".join(SECTIONS),
                     help="comma-separated sections to run, in the benchmark's order "
                          f"({', '.join(SECTIONS)}; default: all)")
     ap.add_argument("--study", default="studies/mt10-cpu",
                     help="the study whose rows the study section measures against their floor "
                          "(default: %(default)s)")
-    ap.add_argument("--node-seeds", type=int, default=None,
-                    help="seeds per row in the node section (default: 3 on CUDA, 1 on CPU)")
-    ap.add_argument("--node-seconds", type=float, default=None,
-                    help="seconds the node section measures (default: 120 on CUDA, 20 on CPU)")
+    per_device("--node-seeds", whole(1), "seeds per row in the node section", "1", "3")
+    per_device("--node-seconds", real(0), "seconds the node section measures", "20", "120")
     ap.add_argument("--quick", action="store_true",
                     help="a smoke run: MT10 only, one round, few steps (figures are rough)")
     args = ap.parse_args()
-    for key in ("node_seeds",):
-        if getattr(args, key) is not None and getattr(args, key) < 1:
-            ap.error(f"--{key.replace('_', '-')}: {getattr(args, key)} is not allowed; "
-                     "allowed: a whole number of at least 1")
     sections = parse_only(args.only)
     runtime = Runtime.from_env()
     device = runtime.torch_device()
@@ -177,7 +163,8 @@ def main() -> None:
     measures = {"envs": envs, "updates": update_rows, "loop": loop, "study": study,
                 "gpu": sharing, "node": node}
     out = Path(args.out) / f"{'cuda' if cuda else 'cpu'}{'-quick' if args.quick else ''}.json"
-    record = Record(out, {"device": _device_info(device), "versions": _versions(),
+    record = Record(out, {"device": _device_info(device),
+                          "versions": package_versions(PACKAGES, missing="not installed"),
                           "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
                           "quick": args.quick, "rounds": rounds, "only": list(sections),
                           "methods": {m: label for m, (label, _) in

@@ -53,9 +53,7 @@ class TaskLinear(nn.Module):
 
     def __init__(self, num_tasks: int, in_dim: int, out_dim: int) -> None:
         super().__init__()
-        self.num_tasks = num_tasks
-        self.in_dim = in_dim
-        self.out_dim = out_dim
+        self.num_tasks, self.in_dim, self.out_dim = num_tasks, in_dim, out_dim
         self.weight = nn.Parameter(torch.empty(num_tasks, in_dim, out_dim))
         self.bias = nn.Parameter(torch.empty(num_tasks, out_dim))
 

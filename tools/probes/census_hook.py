@@ -1,7 +1,8 @@
 """Installed as ``sitecustomize.py`` (its folder first on PYTHONPATH), every Python process of a
 test run appends one JSON line at exit to $CENSUS_OUT (default /tmp/census.jsonl): its command
 line, wall and CPU time, which heavy modules it imported and the test it ran under
-(PYTEST_CURRENT_TEST, inherited by subprocesses). Processes killed by a signal write nothing."""
+(PYTEST_CURRENT_TEST, inherited by subprocesses). Processes killed by a signal write nothing.
+Record: reports/bench/2026-11-28-test-processes/."""
 
 import atexit
 import json

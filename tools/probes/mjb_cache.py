@@ -2,7 +2,8 @@
 
 Compiles every Meta-World v3 task model from its XML, saves each as MJB, loads the files back,
 and prints the CPU time of both, the models' size and whether every array of a loaded model
-equals the compiled one's. Run: .venv/bin/python reports/bench/2026-11-28-test-processes/mjb_cache.py
+equals the compiled one's. Run from the project root: .venv/bin/python tools/probes/mjb_cache.py
+(record: reports/bench/2026-11-28-test-processes/).
 """
 
 import tempfile
