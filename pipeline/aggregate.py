@@ -1,7 +1,8 @@
 """Stage aggregate: the paper's tables (markdown, CSV), curves with confidence bands and per-task
 heatmaps per table, DVC plot data (reports/plots/), the headline metric of every table row
 (reports/metrics/<experiment>.json), the data behind the tables (reports/data/: the long CSV,
-the protocol record, an .npz per table) and, when videos were recorded, the GIFs
+the protocol record, an .npz per table), with report.branches the PTSL runs' task branches
+(from the branches_ptsl stages' data/branches/) and, when videos were recorded, the GIFs
 (reports/videos/) and a rollout contact sheet per table; all logged to MLflow as artifacts."""
 
 from pathlib import Path
@@ -9,10 +10,11 @@ from pathlib import Path
 from ptsl.cli import ArgumentParser
 from ptsl.ops.machine import pinned_versions
 from ptsl.ops.params import load_params
-from ptsl.ops.paths import COMPUTE_PINS, EVALS, PUBLISHED, REPORTS, RUNS, VIDEOS
+from ptsl.ops.paths import BRANCHES, COMPUTE_PINS, EVALS, PUBLISHED, REPORTS, RUNS, VIDEOS
 from ptsl.ops.study import shared_path
 from ptsl.ops.stage import run_stage
 from ptsl.ops.tracking import start_run
+from ptsl.report.branches import collect_branches
 from ptsl.report.inputs import Published, collect
 from ptsl.report.rollouts import collect_videos
 
@@ -28,12 +30,13 @@ def main() -> None:
     # aside and swapped in (see write_reports), so a failure leaves the old reports in place.
     records = collect(params, RUNS, EVALS)
     videos = collect_videos(params, VIDEOS)
+    branches = collect_branches(params, BRANCHES) if params.report.branches else None
     # A study reads the project's published numbers and pins.
     published = Published.load(shared_path(PUBLISHED))
     from ptsl.report.tables import write_reports  # the plotting libraries: once inputs are good
 
     written = write_reports(params, records, published, Path(args.out), videos,
-                            pinned_versions(shared_path(COMPUTE_PINS)), RUNS)
+                            pinned_versions(shared_path(COMPUTE_PINS)), branches)
     with start_run("aggregate", "aggregate", stage="aggregate") as tracker:
         tracker.log_params({"budget": params.budget, "seeds": list(params.seeds),
                             "long_seeds": list(params.long_seeds), "steps": params.train.steps,

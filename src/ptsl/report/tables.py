@@ -22,6 +22,7 @@ import pandas as pd
 from ..core.files import swap_in, write_atomic, write_json
 from ..core.records import Metrics, run_id
 from ..ops.params import Params, TableConfig
+from .branches import BranchRecords, write_branches
 from .comparison import METRICS, Beside, beside, earlier_columns, published_elsewhere
 from .contrasts import contrasts_frame, contrasts_markdown, learned_tasks, paired_contrasts
 from .datafiles import write_data_files
@@ -192,10 +193,11 @@ _STAGING_PREFIX = ".aggregate-"
 def write_reports(params: Params, records: RunRecords, published: Published,
                   out_dir: Path, videos: Mapping[str, Rollouts] | None = None,
                   pins: Mapping[str, str] | None = None,
-                  runs_dir: Path | None = None) -> dict[str, Path]:
+                  branches: BranchRecords | None = None) -> dict[str, Path]:
     """Write every report under ``out_dir``; returns the main ones. ``pins``: the pinned
-    package versions the protocol record names (requirements/compute.txt); ``runs_dir``: the
-    trained agents, whose task branches are measured where ``report.branches`` asks.
+    package versions the protocol record names (requirements/compute.txt); ``branches``: the
+    PTSL runs' task-branch records (:func:`ptsl.report.branches.collect_branches`), reported
+    where given.
 
     The reports are built in a staging folder inside ``out_dir`` and then each output
     (:data:`REPORT_FILE`, :data:`REPORT_DIRS`) is swapped into place whole (files of a table or run that is gone go
@@ -207,7 +209,7 @@ def write_reports(params: Params, records: RunRecords, published: Published,
         shutil.rmtree(stale, ignore_errors=True)
     with tempfile.TemporaryDirectory(dir=out_dir, prefix=_STAGING_PREFIX) as tmp:
         staging = Path(tmp) / "new"
-        written = _build_reports(params, records, published, staging, videos, pins, runs_dir)
+        written = _build_reports(params, records, published, staging, videos, pins, branches)
         for name in REPORT_DIRS:  # an output with nothing in it is still made
             (staging / name).mkdir(parents=True, exist_ok=True)
         swap_in(staging, out_dir, (REPORT_FILE, *REPORT_DIRS))
@@ -217,7 +219,7 @@ def write_reports(params: Params, records: RunRecords, published: Published,
 def _build_reports(params: Params, records: RunRecords, published: Published,
                    out_dir: Path, videos: Mapping[str, Rollouts] | None,
                    pins: Mapping[str, str] | None,
-                   runs_dir: Path | None = None) -> dict[str, Path]:
+                   branches: BranchRecords | None = None) -> dict[str, Path]:
     rng = np.random.default_rng(0)  # bootstrap draws: fixed so reports are reproducible
     metric, primary = params.report.metric, params.report.primary
     reports: list[TableReport] = []
@@ -282,13 +284,9 @@ def _build_reports(params: Params, records: RunRecords, published: Published,
         written[f"{tname}_tasks"] = tasks_png
         if tname in sheets:
             written[f"{tname}_rollouts"] = sheets[tname]
-    branches: dict[str, Path] = {}
-    if params.report.branches and runs_dir is not None:
-        from .branches import write_branches  # torch and Meta-World: only where asked
-
-        branches = write_branches(params, runs_dir, out_dir)
+    section = write_branches(params, branches, out_dir) if branches is not None else ""
     written["results"] = out_dir / REPORT_FILE
-    write_atomic(written["results"], results_markdown(params, reports, bool(branches)))
+    write_atomic(written["results"], results_markdown(params, reports, section))
     # One small file per experiment: `dvc metrics show` prints a row per experiment with its
     # `short` and `long` headline, and `dvc exp diff` lists what an experiment changed. The
     # statistics behind them (IQM, CI, std, per task, both metrics) stay in tables/*.csv.
