@@ -99,7 +99,8 @@ def run_episodes(agent: MultiTaskSAC, cfg: RunConfig, tasks: TaskSet, episodes: 
     """The evaluate stage's episodes of run ``cfg`` with ``agent``'s deterministic policy: its
     environment (:func:`~ptsl.core.evaluation.evaluator`, built afresh from the run's seed, so
     every call runs the same episodes), ``episodes`` per task; with ``record``, also every
-    observation the policy acted on."""
+    observation the policy acted on (under ``env.eval_ends_at_success`` that includes a finished
+    task's last observation, on which the policy keeps acting while other tasks run)."""
     _check_tasks(agent, cfg, tasks)
     actor = _Recorder(agent) if record else agent
     env = evaluator(tasks, cfg.env, cfg.seed, workers)
