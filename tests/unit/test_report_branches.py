@@ -54,7 +54,7 @@ def test_the_zeroing_table_pairs_by_seed():
     one = table.iloc[3]  # a single seed: no interval
     assert one["difference"] == -0.5 and np.isnan(one["difference_low"])
     text = zeroing_markdown(table, episodes=1)
-    assert "**Row X** (3 seed(s)): success 0.667 intact, 0.333 with the task branches zeroed" in text
+    assert "**Row X** (3 seed(s)): success 0.667 intact, 0.333 with the task branches" in text
     assert "| **mean over tasks** | 0.667 | 0.333 | +0.333 [" in text
     assert "(one seed: no interval)" in text
 
@@ -141,7 +141,7 @@ def test_the_aggregate_reports_the_recorded_branches_only_where_the_params_ask(t
     assert (tmp_path / "on" / "figures" / "branches.png").read_bytes()[:4] == b"\x89PNG"
     results = (tmp_path / "on" / "results.md").read_text()
     assert "](figures/branches.png)" in results and "(data/branches_zeroed.csv)" in results
-    assert "**Tiny PTSL** (2 seed(s)): success 1.000 intact, 0.000 with the task branches" in results
+    assert "**Tiny PTSL** (2 seed(s)): success 1.000 intact, 0.000 with the task" in results
 
 
 def test_a_missing_record_is_one_line_naming_it(tmp_path):
