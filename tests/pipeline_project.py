@@ -32,9 +32,13 @@ def make_project(dest: Path, experiments: dict[str, dict], seeds: list[int],
         src = ROOT / name
         if src.is_dir():
             shutil.copytree(src, dest / name, ignore=shutil.ignore_patterns(
-                "__pycache__", "runs", "eval", "videos"))
+                "__pycache__", "runs", "eval", "videos", "branches"))
         else:
             shutil.copy2(src, dest / name)
+    # The aggregate reads the branches_ptsl stages' folder, there even where no run has PTSL
+    # layers: git keeps it through its .gitignore, as the project's.
+    (dest / "data" / "branches").mkdir(exist_ok=True)
+    shutil.copy2(ROOT / "data" / "branches" / ".gitignore", dest / "data" / "branches")
     params = yaml.safe_load((ROOT / "params.yaml").read_text())
     for section, values in TINY_BUDGET.items():
         params[section].update(values)

@@ -45,7 +45,7 @@ def test_pal_dim_ablation_reruns_only_ptsl_stages(tmp_path):
     out = dvc(root, "exp", "run", "-S", "pal_dim=8", env_extra=NO_TRACKING).stdout
     ran = _ran(out)
     assert ran == {"validate", "train_ptsl@a_sac_ptsl-1", "evaluate_ptsl@a_sac_ptsl-1",
-                   "aggregate"}, out
+                   "branches_ptsl@a_sac_ptsl-1", "aggregate"}, out
     assert yaml.safe_load((root / "params.yaml").read_text())["pal_dim"] == 8
 
     # The views the README gives for it fit a 120-column terminal and show what changed.

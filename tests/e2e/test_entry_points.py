@@ -95,7 +95,6 @@ BAD_INPUTS = [
     ("ptsl.report.readme", [], {"README.md": "# no generated block\n",
                                 "reports/results.md": "# Results\n"}, "README.md has no"),
     ("ptsl.report.readme", ["--results", "nope.md"], {"README.md": "# a README\n"}, "nope.md"),
-    ("ptsl.report.branches", ["--study", "nope", "--out", "out"], {}, "--study: unknown study"),
     ("ptsl.tools.bench", ["--params", "nope.yaml"], {}, "nope.yaml: params file not found"),
     ("ptsl.tools.bench", ["--only", "nope"], {}, "--only: unknown section 'nope'"),
     ("ptsl.tools.learning_check", ["--seed", "x"], {}, "--seed"),
@@ -116,6 +115,10 @@ BAD_INPUTS = [
      "nope.yaml: params file not found"),
     ("pipeline/evaluate.py", ["--exp", "x", "--seed", "1", "--params", "nope.yaml"], {},
      "nope.yaml: params file not found"),
+    ("pipeline/branches.py", ["--exp", "x", "--seed", "1", "--params", "nope.yaml"], {},
+     "nope.yaml: params file not found"),
+    ("pipeline/branches.py", ["--exp", "x", "--seed", "-1"], {},
+     "--seed: '-1'; allowed: a whole number from 0 to 2147483647"),
     ("pipeline/aggregate.py", ["--params", "nope.yaml"], {}, "nope.yaml: params file not found"),
     ("pipeline/train.py", ["--exp", "x", "--seed", "1", "--params", "bad.yaml"],
      {"bad.yaml": "seeds: 5\n"}, "env: missing required key"),
@@ -206,7 +209,7 @@ def test_the_commands_are_found():
     a package run as a command (``ptsl.tools.bench``'s ``__main__.py``), and nothing else (the
     API mentions ``__main__`` only in a docstring)."""
     assert {"pipeline/train.py", "pipeline/validate.py", "ptsl.ops.budget", "ptsl.ops.study",
-            "ptsl.report.readme", "ptsl.report.branches", "ptsl.tools.counting",
+            "ptsl.report.readme", "pipeline/branches.py", "ptsl.tools.counting",
             "ptsl.tools.bench"} <= set(ENTRY_POINTS)
     assert "ptsl.api" not in ENTRY_POINTS and "ptsl.tools.bench.record" not in ENTRY_POINTS
     assert {name for name, *_ in BAD_INPUTS} <= set(ENTRY_POINTS)

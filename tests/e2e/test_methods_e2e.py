@@ -1,7 +1,8 @@
 """Every method trains through the DVC pipeline at the tiny test budget (real Meta-World MT10,
 real DVC) and appears in the results table; the CARE+PTSL row has every ablation
 switch off its default (its own pal_dim, independent projections, the project residual), so a
-saved non-default PTSL agent is loaded back by its evaluation stage. Each variant's update on its
+saved non-default PTSL agent is loaded back by its evaluation stage, and the PTSL row in
+runs.ptsl has its task branches recorded (branches_ptsl) and reported. Each variant's update on its
 own (one-hot, default and ablated PTSL, every residual mode) is checked in
 tests/unit/test_fast_path.py, the default CARE+PTSL training stage in test_thread_count.py and a
 PTSL row of each pal_dim kind through DVC in test_ablation_e2e.py; here each row costs two
@@ -36,8 +37,16 @@ TRACKED = ("evaluate_ptsl@t_sac_ptsl-1", "evaluate@t_care_ptsl-1")
 
 @pytest.fixture(scope="module")
 def project(tmp_path_factory):
+    import yaml
+
+    from ..conftest import ROOT
+
+    # The PTSL runs' task branches reported (the studies' setting), from the branches_ptsl
+    # stage of the row in runs.ptsl.
+    report = {**yaml.safe_load((ROOT / "params.yaml").read_text())["report"],
+              "bootstrap_reps": 200, "branches": True}
     root = make_project(tmp_path_factory.mktemp("methods"), EXPERIMENTS, seeds=[1],
-                        extra={"pal_dim": PAL_DIM})
+                        extra={"pal_dim": PAL_DIM, "report": report})
     # MLflow's runs are under test here only for the stage tags of the two PTSL rows
     # (test_mlflow_runs_name_their_dvc_stage): those stages run tracked, the rest untracked,
     # which saves the other stage processes MLflow's start-up (about 3.7 s of a core each).
@@ -109,3 +118,24 @@ def test_mlflow_runs_name_their_dvc_stage(project):
     assert tags[("evaluate", "t_sac_ptsl-1")] == "evaluate_ptsl@t_sac_ptsl-1"
     assert tags[("train", "t_care_ptsl-1")] == "train@t_care_ptsl-1"
     assert tags[("evaluate", "t_care_ptsl-1")] == "evaluate@t_care_ptsl-1"
+
+
+def test_a_ptsl_runs_task_branches_are_recorded_on_its_evaluation_episodes(project):
+    """The branches_ptsl stage of the row in runs.ptsl: its intact run is the evaluate stage's
+    (the same episodes give the same per-task success and mean return), its zeroed run is on
+    record beside it, and the aggregate reports both (report.branches)."""
+    zeroed = pd.read_csv(project / "data" / "branches" / "t_sac_ptsl-1" / "zeroed.csv")
+    ev = json.loads((project / "data" / "eval" / "t_sac_ptsl-1.json").read_text())
+    assert dict(zip(zeroed["task"], zeroed["intact_success"])) == ev["per_task"]
+    assert zeroed["intact_return"].mean() == pytest.approx(ev["return"], rel=1e-12)
+    assert zeroed["zeroed_success"].between(0, 1).all() and len(zeroed) == 10
+    norms = pd.read_csv(project / "data" / "branches" / "t_sac_ptsl-1" / "branches.csv")
+    assert set(norms["network"]) == {"actor.trunk", "critic.q1", "critic.q2"}
+    assert (norms.loc[norms["task"] != "mean", "observations"] == 20).all()  # 20-step episodes
+    # Only the row in runs.ptsl has the stage (t_care_ptsl, with its own pal_dim, is plain).
+    assert sorted(p.name for p in (project / "data" / "branches").iterdir()
+                  if not p.name.startswith(".")) == ["t_sac_ptsl-1"]
+    table = pd.read_csv(project / "reports" / "data" / "branches_zeroed.csv")
+    assert table.loc[table["task"] == "mean", "intact"].item() == pytest.approx(ev["success"])
+    results = (project / "reports" / "results.md").read_text()
+    assert "**Is the task layer used?**" in results and "](figures/branches.png)" in results

@@ -15,7 +15,8 @@ from ptsl.core.config import EnvConfig, ExperimentConfig, RunConfig, SACConfig, 
 from ptsl.core.envs import load_tasks
 from ptsl.core.errors import CorruptFileError
 from ptsl.core.persistence import ResumeCheckpoints
-from ptsl.report.branches import COLUMNS, measure_run
+from ptsl.core.branch_records import NORM_COLUMNS as COLUMNS
+from ptsl.core.branches import measure_run
 from ptsl.tools.branches_along import CSV_NAME, FIGURE_NAME, checkpoints, measure_new, read_rows
 
 from ..helpers import random_batch

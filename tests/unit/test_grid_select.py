@@ -40,6 +40,10 @@ def test_a_training_stage_is_followed_by_its_evaluation_where_the_pipeline_has_o
     assert grid.evaluation_of("train@mt10_mtsac-1", names) == ("evaluate@mt10_mtsac-1",)
     assert grid.evaluation_of("train_ptsl@mt10_care_ptsl-1", names) == (
         "evaluate_ptsl@mt10_care_ptsl-1",)
+    # A PTSL run's task branches come after its evaluation, where the pipeline has them.
+    assert grid.evaluation_of("train_ptsl@mt10_care_ptsl-1",
+                              [*names, "branches_ptsl@mt10_care_ptsl-1"]) == (
+        "evaluate_ptsl@mt10_care_ptsl-1", "branches_ptsl@mt10_care_ptsl-1")
     assert grid.evaluation_of("train@mt10_care-1", names) == ()  # none in this pipeline
     assert grid.training_stages(names) == EVERY
 

@@ -209,6 +209,7 @@ SOURCE_DEPS = {
     "train_ptsl": ["src/ptsl/core"],
     "evaluate": ["src/ptsl/core"],
     "evaluate_ptsl": ["src/ptsl/core"],
+    "branches_ptsl": ["src/ptsl/core"],
     "aggregate": ["src/ptsl/report", "src/ptsl/core", "src/ptsl/ops/params.py"],
 }
 #: The pins each stage depends on: the packages that compute or write its outputs.
@@ -218,6 +219,7 @@ PIN_DEPS = {
     "train_ptsl": ["requirements/compute.txt"],
     "evaluate": ["requirements/compute.txt", "requirements/render.txt"],
     "evaluate_ptsl": ["requirements/compute.txt", "requirements/render.txt"],
+    "branches_ptsl": ["requirements/compute.txt"],
     "aggregate": ["requirements/compute.txt", "requirements/render.txt",
                   "requirements/report.txt"],
 }
@@ -252,7 +254,7 @@ def test_a_stage_depends_on_the_code_that_computes_it(stage):
 
 
 def test_training_runs_no_report_or_tool_code():
-    for script in ("pipeline/train.py", "pipeline/evaluate.py"):
+    for script in ("pipeline/train.py", "pipeline/evaluate.py", "pipeline/branches.py"):
         closure = {str(p.relative_to(PTSL)) for p in source_closure(ROOT / script)}
         assert "core/loop.py" in closure or "core/evaluation.py" in closure
         assert not [p for p in closure if p.startswith(("report/", "tools/", "api.py"))]

@@ -24,6 +24,9 @@ def test_every_committed_study_is_in_sync_with_the_project():
         expected = study.study_dvc_yaml(project, versus=study.versus_studies(folder))
         assert (folder / "dvc.yaml").read_text() == expected, \
             f"{folder}/dvc.yaml is stale: run `python -m ptsl.ops.study sync`"
+        # The aggregate reads the branches_ptsl stages' folder: in git, as the project's.
+        assert (folder / "data" / "branches" / ".gitignore").is_file(), \
+            f"{folder}/data/branches/.gitignore is missing: run `python -m ptsl.ops.study sync`"
         validated = load_params(folder / "params.yaml")
         assert validated.trained  # a study's params follow the project's schema
 
@@ -67,6 +70,7 @@ def test_new_study_copies_params_and_refuses_bad_names(tmp_path):
     assert (made / "params.yaml").read_text() == (src / "params.yaml").read_text()
     for folder in (made, src):  # new() brings every study's dvc.yaml and stamp up to date
         assert (folder / "dvc.yaml").is_file() and (folder / "data/validated.json").is_file()
+        assert (folder / "data/branches/.gitignore").is_file()
     assert study.sync(tmp_path) == []
     with pytest.raises(ConfigError, match=r"^study name 'My Study' is not allowed"):
         study.new(tmp_path, "My Study", "mt10-cpu")

@@ -4,9 +4,10 @@
 (:mod:`ptsl.ops.validate`), then asks DVC which training stages are stale
 (``dvc status --json``), runs each one with ``dvc repro --single-item`` in its own workspace (a
 clone of the current commit sharing the DVC cache, :mod:`ptsl.ops.workspace`) as a Ray task,
-followed there by the stage that evaluates its run, and then runs a plain ``dvc repro`` in the
-main workspace, which restores every trained and evaluated stage from the run cache without
-running it again, evaluates what is left and aggregates. Before that repro the grid drops the
+followed there by the stages that read its run (its evaluation; a PTSL run's task branches),
+and then runs a plain ``dvc repro`` in the main workspace, which restores every trained and
+evaluated stage from the run cache without running it again, evaluates what is left and
+aggregates. Before that repro the grid drops the
 trained stages' entries from dvc.lock (:func:`adopt_worker_results`): an entry names outputs
 trained elsewhere (the commit's, say from another machine), and DVC restores a stage from its
 entry alone, training it again when those outputs are not in the cache; without an entry it
@@ -56,8 +57,9 @@ from .workspace import (
 )
 
 TRAINING_GROUPS = ("train", "train_ptsl")
-# The stage that evaluates a training stage's run: its worker runs it next, in the same workspace.
-EVALUATION_OF = {"train": "evaluate", "train_ptsl": "evaluate_ptsl"}
+# The stages that read a training stage's run (its evaluation; a PTSL run's task branches): its
+# worker runs them next, in the same workspace, while the run is at hand.
+EVALUATION_OF = {"train": ("evaluate",), "train_ptsl": ("evaluate_ptsl", "branches_ptsl")}
 # Variables a worker's stage must see as the head sees them (a cluster node has its own env).
 FORWARDED_ENV = ("PTSL_DEVICE", "PTSL_GRAPH", "PTSL_VECTOR", "PTSL_CUDA_WAIT", TRACKING_ENV)
 # MPS serves at most 48 client processes per GPU (Volta and later; NVIDIA's MPS guide), so
@@ -180,11 +182,11 @@ def training_stages(names: Sequence[str],
 
 
 def evaluation_of(stage: str, names: Sequence[str]) -> tuple[str, ...]:
-    """The stage among ``names`` that evaluates training stage ``stage``'s run, if any:
-    ``evaluate@mt10_care-1`` for ``train@mt10_care-1``."""
+    """The stages among ``names`` that read training stage ``stage``'s run, in the order they
+    run: ``evaluate@mt10_care-1`` for ``train@mt10_care-1``; ``evaluate_ptsl@...`` then
+    ``branches_ptsl@...`` for a ``train_ptsl`` stage."""
     group, _, item = stage.partition("@")
-    follower = f"{EVALUATION_OF.get(group, '')}@{item}"
-    return (follower,) if follower in names else ()
+    return tuple(f"{g}@{item}" for g in EVALUATION_OF.get(group, ()) if f"{g}@{item}" in names)
 
 
 def default_gpus_per_run(total_cpus: float, total_gpus: float, cpus_per_run: float) -> float:
@@ -677,11 +679,11 @@ def run(args: argparse.Namespace, root: Path) -> int:
                 stack.callback(stop_mps, mps)
             ray = _init_ray(args)
             stack.callback(ray.shutdown)
-            # Both experiments the workers write to, made here with the project's artifact
+            # The experiments the workers write to, made here with the project's artifact
             # folder (one a worker made first would keep that worker's workspace as its artifact
             # root); after Ray has started, so that a cluster that never answers changes nothing.
-            tracking = prepare_store((experiment_name("train", root),
-                                      experiment_name("evaluate", root)), root)
+            tracking = prepare_store(tuple(experiment_name(kind, root) for kind in
+                                           ("train", "evaluate", "branches")), root)
             total = ray.cluster_resources()
             gpus = args.gpus_per_run
             if gpus is None:

@@ -98,10 +98,13 @@ class ReportConfig(Section):
                                   "training success (stochastic policy, the paper's figure)")
     published_steps: PublishedSteps = PublishedSteps()
     bootstrap_reps: Count = 2000
-    branches: StrictBool = Field(False, description="measure every PTSL run's task branches "
-                                                    "(ptsl.report.branches): data/branches.csv "
-                                                    "and figures/branches.png; a few seconds "
-                                                    "per MT10 run")
+    branches: StrictBool = Field(False, description="report the task branches the "
+                                                    "branches_ptsl stages recorded for every "
+                                                    "run of runs.ptsl (ptsl.report.branches): "
+                                                    "data/branches.csv, "
+                                                    "data/branches_zeroed.csv, "
+                                                    "figures/branches.png and a section of "
+                                                    "results.md")
 
 
 class Params(BaseModel):

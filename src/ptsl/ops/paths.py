@@ -28,6 +28,7 @@ PROJECT_PARAMS = PROJECT_ROOT / "params.yaml"
 RUNS = Path("data/runs")          # train outputs: <exp>-<seed>/{model.pt,curve.csv,summary.json}
 EVALS = Path("data/eval")         # evaluate outputs: <exp>-<seed>.json
 VIDEOS = Path("data/videos")      # evaluate outputs: <exp>-<seed>/{<task>.gif,<task>.png,index.json}
+BRANCHES = Path("data/branches")  # branches_ptsl outputs: <exp>-<seed>/{branches.csv,zeroed.csv}
 REPORTS = Path("reports")
 SCRATCH = Path(os.environ.get("PTSL_SCRATCH") or ".scratch")  # ignored: resume checkpoints, task cache
 RESUME = SCRATCH / "resume"
@@ -56,7 +57,8 @@ def write_stamp(path: Path = VALIDATED) -> None:
 
 def stage_id(kind: str, experiment: str, seed: int, ptsl_group: bool) -> str:
     """The DVC stage of a run: ``train@mt10_mtsac-1``, or ``train_ptsl@...`` for the experiments
-    in ``runs.ptsl`` (those reading the top-level pal_dim); ``kind`` is train or evaluate."""
+    in ``runs.ptsl`` (those reading the top-level pal_dim); ``kind`` is train, evaluate or
+    branches (whose one group is ``branches_ptsl``)."""
     from ..core.records import run_id
 
     return f"{kind}{'_ptsl' if ptsl_group else ''}@{run_id(experiment, seed)}"

@@ -130,8 +130,10 @@ def study_folder(root: Path, name: str) -> Path:
 def sync(root: Path) -> list[Path]:
     """Rewrite every study's dvc.yaml from the project's, and give each the validate stage's
     constant stamp (in git, as the project's: the grid's workers clone the commit and every
-    stage depends on it); returns the dvc.yaml files that changed."""
-    from .paths import VALIDATED, write_stamp
+    stage depends on it) and the branches_ptsl stages' folder (kept in git by its .gitignore,
+    as the project's: the aggregate depends on it, also where no run has PTSL layers); returns
+    the dvc.yaml files that changed."""
+    from .paths import BRANCHES, VALIDATED, write_stamp
 
     project = (root / "dvc.yaml").read_text()
     changed = []
@@ -143,6 +145,8 @@ def sync(root: Path) -> list[Path]:
             changed.append(target)
         if not (folder / VALIDATED).is_file():
             write_stamp(folder / VALIDATED)
+        if not (folder / BRANCHES).is_dir():
+            write_atomic(folder / BRANCHES / ".gitignore", "")
     return changed
 
 

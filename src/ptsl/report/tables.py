@@ -22,6 +22,7 @@ import pandas as pd
 from ..core.files import swap_in, write_atomic, write_json
 from ..core.records import Metrics, run_id
 from ..ops.params import Params, TableConfig
+from .branches import BranchRecords, write_branches
 from .comparison import METRICS, Beside, beside, earlier_columns, published_elsewhere
 from .contrasts import contrasts_frame, contrasts_markdown, learned_tasks, paired_contrasts
 from .datafiles import write_data_files
@@ -192,13 +193,13 @@ _STAGING_PREFIX = ".aggregate-"
 def write_reports(params: Params, records: RunRecords, published: Published,
                   out_dir: Path, videos: Mapping[str, Rollouts] | None = None,
                   pins: Mapping[str, str] | None = None,
-                  runs_dir: Path | None = None,
+                  branches: BranchRecords | None = None,
                   versus_runs: Mapping[str, pd.DataFrame] | None = None) -> dict[str, Path]:
     """Write every report under ``out_dir``; returns the main ones. ``pins``: the pinned
-    package versions the protocol record names (requirements/compute.txt); ``runs_dir``: the
-    trained agents, whose task branches are measured where ``report.branches`` asks;
-    ``versus_runs``: each study a table's ``versus`` names, its runs in the curves' shape
-    (:func:`ptsl.report.versus.read_runs`).
+    package versions the protocol record names (requirements/compute.txt); ``branches``: the
+    PTSL runs' task-branch records (:func:`ptsl.report.branches.collect_branches`), reported
+    where given; ``versus_runs``: each study a table's ``versus`` names, its runs in the
+    curves' shape (:func:`ptsl.report.versus.read_runs`).
 
     The reports are built in a staging folder inside ``out_dir`` and then each output
     (:data:`REPORT_FILE`, :data:`REPORT_DIRS`) is swapped into place whole (files of a table or run that is gone go
@@ -210,7 +211,7 @@ def write_reports(params: Params, records: RunRecords, published: Published,
         shutil.rmtree(stale, ignore_errors=True)
     with tempfile.TemporaryDirectory(dir=out_dir, prefix=_STAGING_PREFIX) as tmp:
         staging = Path(tmp) / "new"
-        written = _build_reports(params, records, published, staging, videos, pins, runs_dir,
+        written = _build_reports(params, records, published, staging, videos, pins, branches,
                                  versus_runs)
         for name in REPORT_DIRS:  # an output with nothing in it is still made
             (staging / name).mkdir(parents=True, exist_ok=True)
@@ -238,7 +239,7 @@ def _versus(params: Params, tname: str, table: TableConfig, records: RunRecords,
 def _build_reports(params: Params, records: RunRecords, published: Published,
                    out_dir: Path, videos: Mapping[str, Rollouts] | None,
                    pins: Mapping[str, str] | None,
-                   runs_dir: Path | None = None,
+                   branches: BranchRecords | None = None,
                    versus_runs: Mapping[str, pd.DataFrame] | None = None) -> dict[str, Path]:
     rng = np.random.default_rng(0)  # bootstrap draws: fixed so reports are reproducible
     metric, primary = params.report.metric, params.report.primary
@@ -313,13 +314,9 @@ def _build_reports(params: Params, records: RunRecords, published: Published,
         written[f"{tname}_tasks"] = tasks_png
         if tname in sheets:
             written[f"{tname}_rollouts"] = sheets[tname]
-    branches: dict[str, Path] = {}
-    if params.report.branches and runs_dir is not None:
-        from .branches import write_branches  # torch and Meta-World: only where asked
-
-        branches = write_branches(params, runs_dir, out_dir)
+    section = write_branches(params, branches, out_dir) if branches is not None else ""
     written["results"] = out_dir / REPORT_FILE
-    write_atomic(written["results"], results_markdown(params, reports, bool(branches)))
+    write_atomic(written["results"], results_markdown(params, reports, section))
     # One small file per experiment: `dvc metrics show` prints a row per experiment with its
     # `short` and `long` headline, and `dvc exp diff` lists what an experiment changed. The
     # statistics behind them (IQM, CI, std, per task, both metrics) stay in tables/*.csv.

@@ -4,7 +4,7 @@ A training stage writes a resume checkpoint every ``train.checkpoint_every`` vec
 (``<exp>-<seed>-<config key>-<step>.pt`` in its scratch folder) and deletes the one before. This
 command watches that folder from outside the runs: each new checkpoint of a run with PTSL layers
 is read (its checksum verified), the agent rebuilt from the checkpoint's own config and weights,
-and its task branches measured as :mod:`ptsl.report.branches` measures a finished run's (one
+and its task branches measured as :mod:`ptsl.core.branches` measures a finished run's (on one
 deterministic evaluation episode per task, the norms and ratios of every PTSL layer); a run's
 start (step 0) is measured too, on the agent its config and seed build. The rows
 go to ``<out>/branches_along.csv`` with a ``step`` column, and ``<out>/branches_along.png``
@@ -53,8 +53,8 @@ def checkpoints(resume_dir: Path) -> list[tuple[str, int, int, Path]]:
 def measure_checkpoint(path: Path, task_cache: Path | None = None, start: bool = False
                        ) -> list[pd.DataFrame] | None:
     """The branch measurement of the agent in the resume checkpoint ``path`` (columns of
-    :data:`ptsl.report.branches.COLUMNS` after ``step``), or None for a method without PTSL
-    layers. With ``start``, first the measurement at step 0: the agent as training built it,
+    :data:`ptsl.core.branch_records.NORM_COLUMNS` after ``step``), or None for a method without
+    PTSL layers. With ``start``, first the measurement at step 0: the agent as training built it,
     before any update (the same config and seed build the same weights), with the checkpoint's
     own embedding table."""
     import torch
@@ -66,7 +66,7 @@ def measure_checkpoint(path: Path, task_cache: Path | None = None, start: bool =
     from ..core.envs import load_tasks
     from ..core.methods import method
     from ..core.persistence import load
-    from ..report.branches import measure_run
+    from ..core.branches import measure_run
 
     state = load(path, "resume checkpoint")
     cfg = RunConfig.from_dict(state["config"])
@@ -157,7 +157,7 @@ def plot_along(frame: pd.DataFrame, path: Path,
     PNG."""
     from matplotlib.figure import Figure
 
-    from ..report.branches import MEAN_TASK
+    from ..core.branch_records import MEAN_TASK
     from ..report.figures import _colors, _save_png_atomic
 
     mean = frame[frame["task"] == MEAN_TASK]
