@@ -7,7 +7,7 @@ workspace. A pipeline whose outputs are elsewhere (another machine's cache, a re
 is recorded here instead: each named stage's dependencies are hashed as DVC hashes them and its
 ``dvc.lock`` entry is rewritten with them, its outputs' hashes kept as they are.
 
-    python -m ptsl.ops.relock --all                       # every training and evaluation stage
+    python -m ptsl.ops.relock --all                       # every train/evaluate/branches stage
     python -m ptsl.ops.relock --study mt10-cpu --all      # a study's
     python -m ptsl.ops.relock 'train@mt10_care-1' ...     # some
 
@@ -27,8 +27,9 @@ from typing import Any
 from ..core.errors import ConfigError
 from .study import STUDIES, study_dirs
 
-#: The stage groups ``--all`` records: what costs a training run to redo.
-RELOCKED = ("train", "train_ptsl", "evaluate", "evaluate_ptsl")
+#: The stage groups ``--all`` records: what costs a training run (or a trained agent's
+#: episodes, which need its model at hand) to redo.
+RELOCKED = ("train", "train_ptsl", "evaluate", "evaluate_ptsl", "branches_ptsl")
 
 
 def _entry_deps(stage: Any) -> dict[str, str | None]:
@@ -43,7 +44,7 @@ def _params(stage: Any) -> dict[str, Any]:
 
 
 def relock(folder: Path, names: list[str] | None) -> list[tuple[str, list[str]]]:
-    """Rewrite the dependency hashes of ``names`` (None: every training and evaluation stage
+    """Rewrite the dependency hashes of ``names`` (None: every stage of :data:`RELOCKED`
     with a lock entry; the others are cheap to run again, and the aggregate reads every run) in
     ``folder``'s dvc.lock; returns, per stage, the dependencies whose hash changed."""
     from dvc.repo import Repo
@@ -92,7 +93,8 @@ def main(argv: list[str] | None = None) -> int:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("stages", nargs="*", help="stage names (train@mt10_care-1 ...)")
     ap.add_argument("--all", action="store_true",
-                    help="every training and evaluation stage with a dvc.lock entry")
+                    help="every training, evaluation and task-branch stage with a dvc.lock "
+                    "entry")
     ap.add_argument("--study", default=None, help="a study's pipeline instead of the project's")
     args = ap.parse_args(argv)
     root = Path.cwd()
