@@ -395,6 +395,16 @@ def test_speed_is_a_reference_page():
     assert not re.search(r"SeedGroup|train_group|batch_updates|--seed \d+ --seed", text)
 
 
+def test_studies_is_a_reference_page():
+    """docs/studies.md states what is: no date or commit id outside a record's link, and every
+    study script it names exists (the command check takes a path as found)."""
+    text = (ROOT / "docs" / "studies.md").read_text()
+    assert dated_lines(text) == []
+    scripts = set(re.findall(r"(?<![\w./-])([\w.-]+(?:/[\w.-]+)+\.sh)\b", text))
+    assert "tools/study/continue.sh" in scripts
+    assert [s for s in sorted(scripts) if not (ROOT / s).is_file()] == []
+
+
 def test_the_dated_check_can_fail():
     text = ("[record](../reports/bench/2026-11-27i-h200/README.md): 0.92x\n"
             "project at 3a00f38\n"
