@@ -99,6 +99,27 @@ def _fmt(value: Any) -> str:
     return text if len(text) <= 12 else text[:11] + "…"
 
 
+def _table_lines(cols: Sequence[Column], tables: Mapping[str, Any], labels: Mapping[str, str],
+                 only_changed: bool) -> tuple[list[tuple[str, list[str]]], int]:
+    """Each table's title line and its rows' headline numbers (``only_changed``: the rows whose
+    numbers differ, and the titles of tables with such a row); also how many rows are shown."""
+    body: list[tuple[str, list[str]]] = []
+    shown_rows = 0
+    for tname, table in tables.items():
+        at = table.get("at", "short")
+        lines = []
+        for row in table.get("rows", []):
+            values = [c.metrics.get(f"{METRICS_DIR}/{row}.json", {}).get(at) for c in cols]
+            if only_changed and len({json.dumps(v) for v in values}) == 1:
+                continue
+            lines.append((f"  {labels.get(row, row)}", [_fmt(v) for v in values]))
+        shown_rows += len(lines)
+        if lines or not only_changed:
+            body.append((f"{table.get('title', tname)} [{tname}]", []))
+            body += lines
+    return body, shown_rows
+
+
 def render(cols: Sequence[Column], only_changed: bool = False, width: int = 120) -> str:
     """The side-by-side view as text; tables and row labels come from the first column with
     params (the workspace). ``only_changed`` keeps the table rows whose numbers differ."""
@@ -117,19 +138,8 @@ def render(cols: Sequence[Column], only_changed: bool = False, width: int = 120)
     body: list[tuple[str, list[str]]] = [("changed params" if changed else
                                           "no param differs between these columns", [])]
     body += [(f"  {k}", [_fmt(f.get(k)) for f in flat]) for k in changed]
-    shown_rows = 0
-    for tname, table in tables.items():
-        at = table.get("at", "short")
-        lines = []
-        for row in table.get("rows", []):
-            values = [c.metrics.get(f"{METRICS_DIR}/{row}.json", {}).get(at) for c in cols]
-            if only_changed and len({json.dumps(v) for v in values}) == 1:
-                continue
-            lines.append((f"  {labels.get(row, row)}", [_fmt(v) for v in values]))
-        shown_rows += len(lines)
-        if lines or not only_changed:
-            body.append((f"{table.get('title', tname)} [{tname}]", []))
-            body += lines
+    table_lines, shown_rows = _table_lines(cols, tables, labels, only_changed)
+    body += table_lines
 
     names = [c.name + (f" ({c.state})" if c.state else "") for c in cols]
     widths = [max(6, len(n), *(len(vals[i]) for _, vals in body if vals)) + 2

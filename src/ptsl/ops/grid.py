@@ -625,6 +625,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                          "nvidia-cuda-mps-control daemon, or reuse it, for the stages (local "
                          "Ray only; default --gpus-per-run as without it, at least 1/48)")
     args = ap.parse_args(argv)
+    _check_flags(ap, args)
+    return args
+
+
+def _check_flags(ap: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Flags that do not go together: a usage error through ``ap``."""
     if args.mps and args.address:
         ap.error("--mps: not with --address: MPS is per node; start nvidia-cuda-mps-control on "
                  "each node yourself")
@@ -633,7 +639,6 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                  "cache)")
     if args.mps and args.gpus_per_run == 0:
         ap.error("--mps: not with --gpus-per-run 0: MPS shares a GPU among runs")
-    return args
 
 
 def run(args: argparse.Namespace, root: Path) -> int:

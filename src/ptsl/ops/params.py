@@ -213,14 +213,8 @@ def _seed_list(raw: Mapping[str, Any], key: str) -> tuple[int, ...]:
     return seeds
 
 
-def parse_params(raw: Any, check_presets: bool = True, step_multiples: bool = True) -> Params:
-    """Validate the whole params mapping (as loaded from YAML) into :class:`Params`.
-
-    With ``check_presets`` every budget and protocol preset is applied to a copy and validated
-    too, so a typo in the paper budget fails now, not hours into a run. ``step_multiples``
-    checks that the reported steps are evaluated (off for an inactive protocol, which says
-    nothing of the budget: its switch checks that).
-    """
+def _check_top_keys(raw: Any) -> None:
+    """The top level: a mapping with only known keys, every required one among them."""
     if not isinstance(raw, Mapping):
         raise ConfigError("params.yaml: expected a mapping at the top level")
     top = set(Params.model_fields)
@@ -233,6 +227,10 @@ def parse_params(raw: Any, check_presets: bool = True, step_multiples: bool = Tr
     for required in ("env", "sac", "train", "experiments", "runs", "seeds", "long_seeds"):
         if required not in raw:
             raise ConfigError(f"{required}: missing required key")
+
+
+def _parse_experiments(raw: Mapping[str, Any]) -> dict[str, ExperimentConfig]:
+    """Section ``experiments``: each experiment by name, every ``matches`` naming one of them."""
     experiments_raw = raw["experiments"]
     if not isinstance(experiments_raw, Mapping) or not experiments_raw:
         raise ConfigError("experiments: expected a non-empty mapping of experiment name -> settings")
@@ -242,6 +240,13 @@ def parse_params(raw: Any, check_presets: bool = True, step_multiples: bool = Tr
         if exp.matches is not None and exp.matches not in experiments:
             raise ConfigError(f"experiments.{name}.matches: unknown experiment {exp.matches!r}; "
                               f"allowed: {', '.join(experiments)}")
+    return experiments
+
+
+def _parse_runs(raw: Mapping[str, Any],
+                experiments: Mapping[str, ExperimentConfig]) -> RunsConfig:
+    """Section ``runs``: known experiments, each once, the PTSL ones that read the top-level
+    pal_dim in ``runs.ptsl`` and every other in ``runs.plain``."""
     runs = section(RunsConfig, raw["runs"], "runs")
     if not runs.plain and not runs.ptsl:
         raise ConfigError("runs: nothing to train; allowed: at least one experiment in "
@@ -258,12 +263,12 @@ def parse_params(raw: Any, check_presets: bool = True, step_multiples: bool = Tr
                     f"runs.{group}: experiment {name!r} belongs in runs.{'ptsl' if reads else 'plain'}"
                     " (runs.ptsl holds exactly the PTSL experiments that read the top-level "
                     "pal_dim; one with its own pal_dim goes in runs.plain)")
-    seeds = _seed_list(raw, "seeds")
-    long_seeds = _seed_list(raw, "long_seeds")
-    if not set(long_seeds) <= set(seeds):
-        raise ConfigError(f"long_seeds: must be a subset of seeds {list(seeds)}, got {list(long_seeds)}")
-    pal_dim = _top(raw, "pal_dim")
-    check_top_pal_dim(pal_dim, experiments.values())
+    return runs
+
+
+def _parse_train(raw: Mapping[str, Any], step_multiples: bool) -> TrainConfig:
+    """Section ``train``: the long budget no shorter than the short one and, with
+    ``step_multiples``, both evaluated."""
     train = section(TrainConfig, raw["train"], "train")
     if train.long_steps < train.steps:
         raise ConfigError(f"train.long_steps: must be >= train.steps ({train.steps}), "
@@ -274,15 +279,57 @@ def parse_params(raw: Any, check_presets: bool = True, step_multiples: bool = Tr
         if getattr(train, key) % train.eval_interval:
             raise ConfigError(f"train.{key}: must be a multiple of {interval} "
                               f"({train.eval_interval}) so that the reported step is evaluated")
-    tables = _parse_tables(raw.get("tables"), experiments, set(runs.plain) | set(runs.ptsl))
-    budgets, budget = _presets(raw, "budgets")
-    protocols, protocol = _presets(raw, "protocols")
+    return train
+
+
+def _check_preset_keys(budgets: Mapping[str, Any], protocols: Mapping[str, Any]) -> None:
+    """No key set both by a budget and by a protocol."""
     for name, preset in protocols.items():
         for dotted in preset:
             owner = next((b for b, keys in budgets.items() if dotted in keys), None)
             if owner is not None:
                 raise ConfigError(f"protocols.{name}.{dotted}: budget {owner!r} sets it too; a "
                                   "key belongs to the budget or to the protocol, not both")
+
+
+def _check_presets(raw: Mapping[str, Any], budgets: Mapping[str, Any],
+                   protocols: Mapping[str, Any]) -> None:
+    """Every budget and protocol preset applied to a copy of ``raw`` and validated."""
+    for section_name, presets in (("budgets", budgets), ("protocols", protocols)):
+        for name, preset in presets.items():
+            key = f"{section_name}.{name}"
+            # An inactive protocol is checked against the active budget for its keys, not
+            # for the budget's step counts: switching to it checks those, with one line.
+            try:
+                parse_params(apply_preset(raw, preset, key), check_presets=False,
+                             step_multiples=section_name == "budgets"
+                             or name == raw.get("protocol"))
+            except ConfigError as exc:
+                raise ConfigError(f"{key}: {exc}") from None
+
+
+def parse_params(raw: Any, check_presets: bool = True, step_multiples: bool = True) -> Params:
+    """Validate the whole params mapping (as loaded from YAML) into :class:`Params`.
+
+    With ``check_presets`` every budget and protocol preset is applied to a copy and validated
+    too, so a typo in the paper budget fails now, not hours into a run. ``step_multiples``
+    checks that the reported steps are evaluated (off for an inactive protocol, which says
+    nothing of the budget: its switch checks that).
+    """
+    _check_top_keys(raw)
+    experiments = _parse_experiments(raw)
+    runs = _parse_runs(raw, experiments)
+    seeds = _seed_list(raw, "seeds")
+    long_seeds = _seed_list(raw, "long_seeds")
+    if not set(long_seeds) <= set(seeds):
+        raise ConfigError(f"long_seeds: must be a subset of seeds {list(seeds)}, got {list(long_seeds)}")
+    pal_dim = _top(raw, "pal_dim")
+    check_top_pal_dim(pal_dim, experiments.values())
+    train = _parse_train(raw, step_multiples)
+    tables = _parse_tables(raw.get("tables"), experiments, set(runs.plain) | set(runs.ptsl))
+    budgets, budget = _presets(raw, "budgets")
+    protocols, protocol = _presets(raw, "protocols")
+    _check_preset_keys(budgets, protocols)
     params = Params(
         env=section(EnvConfig, raw["env"], "env"),
         sac=section(SACConfig, raw["sac"], "sac"),
@@ -308,17 +355,7 @@ def parse_params(raw: Any, check_presets: bool = True, step_multiples: bool = Tr
                               f"switch with `python -m ptsl.ops.protocol {protocol}`, or set "
                               f"`protocol: {CUSTOM}` for a protocol of your own")
     if check_presets:  # after the active values, so their errors are reported first
-        for section_name, presets in (("budgets", budgets), ("protocols", protocols)):
-            for name, preset in presets.items():
-                key = f"{section_name}.{name}"
-                # An inactive protocol is checked against the active budget for its keys, not
-                # for the budget's step counts: switching to it checks those, with one line.
-                try:
-                    parse_params(apply_preset(raw, preset, key), check_presets=False,
-                                 step_multiples=section_name == "budgets"
-                                 or name == raw.get("protocol"))
-                except ConfigError as exc:
-                    raise ConfigError(f"{key}: {exc}") from None
+        _check_presets(raw, budgets, protocols)
     return params
 
 

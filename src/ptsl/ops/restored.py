@@ -31,7 +31,7 @@ import csv
 import math
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -333,12 +333,61 @@ def _params(values: Mapping[str, Any]) -> dict[str, str]:
     return {k: str(v)[:6000] for k, v in flatten(values).items()}
 
 
+@dataclass(frozen=True)
+class _Outputs:
+    """A restored stage's outputs as its run logs them."""
+
+    values: dict[str, str]                                # its params
+    tags: dict[str, str]                                  # beyond experiment and seed
+    metrics: Callable[[], list[tuple[str, float, int]]]   # read when the run is logged
+    files: list[Path]                                     # its artifacts
+
+
+def _train_outputs(stage: Stage, folder: Path, cfg: Any) -> _Outputs | str:
+    """A training stage's outputs in ``folder``, or why they cannot be logged."""
+    from ..core.records import Summary
+
+    run_dir = folder / RUNS / stage.run
+    if not all((run_dir / f).is_file() for f in RUN_FILES):
+        return "its outputs are not in the workspace (dvc pull)"
+    try:
+        summary = Summary.read_run(run_dir / "summary.json", stage.experiment,
+                                   stage.seed, cfg.train.steps)
+    except CorruptFileError as exc:
+        return f"its outputs do not match dvc.lock ({exc})"
+    return _Outputs(
+        _params({**cfg.to_dict(), **cfg.headline()}), {"method": cfg.experiment.method},
+        lambda: [*curve_metrics(run_dir / "curve.csv"),
+                 ("final_success", summary.final_success, summary.final_step),
+                 ("parameter_count", float(summary.parameter_count), summary.final_step)],
+        [run_dir / "curve.csv", run_dir / "summary.json"])
+
+
+def _evaluation_outputs(stage: Stage, folder: Path, params: Any, cfg: Any) -> _Outputs | str:
+    """An evaluation stage's record in ``folder``, or why it cannot be logged."""
+    from ..core.records import Evaluation
+
+    path = folder / EVALS / f"{stage.run}.json"
+    if not path.is_file():
+        return "its outputs are not in the workspace (dvc pull)"
+    try:
+        record = Evaluation.read_of(path, stage.experiment, stage.seed)
+    except CorruptFileError as exc:
+        return f"its outputs do not match dvc.lock ({exc})"
+    return _Outputs(
+        _params({"episodes": params.evaluate.episodes, "videos": params.evaluate.videos,
+                 **cfg.headline()}), {},
+        lambda: [("success", record.success, 0), ("return", record.returns, 0),
+                 ("parameter_count", float(record.parameter_count), 0),
+                 *((f"success/{task}", v, 0) for task, v in record.per_task.items())],
+        [path])
+
+
 def restore_folder(folder: Path, source_choice: str, store_for: Any) -> Outcome:
     """Log the restored runs of the pipeline in ``folder`` (the project root or a study's
     folder) into the store ``store_for(root)`` returns (opened only when a run is to be
     logged or looked up); returns what it did."""
-    from ..core.records import Evaluation, Summary
-    from .params import load_params, run_config, stage_group
+    from .params import load_params, run_config
 
     out = Outcome(folder)
     lock = lock_stages(folder)
@@ -360,54 +409,24 @@ def restore_folder(folder: Path, source_choice: str, store_for: Any) -> Outcome:
             out.leave_out(stage, why)
             continue
         cfg = run_config(params, stage.experiment, stage.seed)
-        if stage.kind == "train":
-            run_dir = folder / RUNS / stage.run
-            if not all((run_dir / f).is_file() for f in RUN_FILES):
-                out.leave_out(stage, "its outputs are not in the workspace (dvc pull)")
-                continue
-            try:
-                summary = Summary.read_run(run_dir / "summary.json", stage.experiment,
-                                           stage.seed, cfg.train.steps)
-            except CorruptFileError as exc:
-                out.leave_out(stage, f"its outputs do not match dvc.lock ({exc})")
-                continue
-            values = _params({**cfg.to_dict(), **cfg.headline()})
-        else:
-            path = folder / EVALS / f"{stage.run}.json"
-            if not path.is_file():
-                out.leave_out(stage, "its outputs are not in the workspace (dvc pull)")
-                continue
-            try:
-                record = Evaluation.read_of(path, stage.experiment, stage.seed)
-            except CorruptFileError as exc:
-                out.leave_out(stage, f"its outputs do not match dvc.lock ({exc})")
-                continue
-            values = _params({"episodes": params.evaluate.episodes,
-                              "videos": params.evaluate.videos, **cfg.headline()})
+        outputs = (_train_outputs(stage, folder, cfg) if stage.kind == "train"
+                   else _evaluation_outputs(stage, folder, params, cfg))
+        if isinstance(outputs, str):
+            out.leave_out(stage, outputs)
+            continue
         mlflow_exp = experiment_name(stage.kind, folder)
         store = store or store_for(root)
-        if store.has(mlflow_exp, stage.name, values):
+        if store.has(mlflow_exp, stage.name, outputs.values):
             out.present += 1
             continue
-        stale = store.matching(mlflow_exp, stage.name, values)  # restored, without times
+        stale = store.matching(mlflow_exp, stage.name, outputs.values)  # restored, without times
         if not commit:
             commit = git_commit(folder)
             out.source = source_label(folder, source_choice)
-        tags = {"experiment": stage.experiment, "seed": str(stage.seed)}
-        if stage.kind == "train":
-            tags["method"] = cfg.experiment.method
-            metrics = [*curve_metrics(run_dir / "curve.csv"),
-                       ("final_success", summary.final_success, summary.final_step),
-                       ("parameter_count", float(summary.parameter_count),
-                        summary.final_step)]
-            files = [run_dir / "curve.csv", run_dir / "summary.json"]
-        else:
-            metrics = [("success", record.success, 0), ("return", record.returns, 0),
-                       ("parameter_count", float(record.parameter_count), 0),
-                       *((f"success/{task}", v, 0) for task, v in record.per_task.items())]
-            files = [path]
+        tags = {"experiment": stage.experiment, "seed": str(stage.seed), **outputs.tags}
         store.log(mlflow_exp, display_name(stage.run),
-                  _stage_tags(stage, commit, out.source, tags), values, metrics, files,
+                  _stage_tags(stage, commit, out.source, tags), outputs.values,
+                  outputs.metrics(), outputs.files,
                   run_time(stage.name, stage.kind, times_record, record_path))
         store.delete(mlflow_exp, stale)
         out.logged[stage.kind] += 1

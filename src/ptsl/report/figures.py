@@ -6,7 +6,7 @@ from __future__ import annotations
 import io
 import re
 import textwrap
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
@@ -15,6 +15,7 @@ import pandas as pd
 # The object-oriented Figure API needs no pyplot: no global figure registry and no backend switch,
 # so these functions are safe to call from any process (saving a PNG uses the Agg renderer).
 from matplotlib import colormaps
+from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter
 
@@ -63,6 +64,48 @@ def seed_mean_band(values: np.ndarray, reps: int, rng: np.random.Generator,
     return mean, float(low), float(high)
 
 
+def _check_curve_inputs(curves: pd.DataFrame, experiments: Sequence[str],
+                        rng: np.random.Generator,
+                        labels: Mapping[str, str] | Sequence[str] | None,
+                        points: Sequence[tuple[str, int, float]]) -> None:
+    """:func:`plot_curves`' arguments agree with each other and with ``curves``."""
+    if not isinstance(rng, np.random.Generator):
+        raise TypeError(f"rng must be a numpy.random.Generator, got {type(rng).__name__}")
+    if len(experiments) == 0:
+        raise ValueError("no experiments to plot")
+    if labels is not None and not isinstance(labels, Mapping) and len(labels) != len(experiments):
+        raise ValueError(f"{len(labels)} labels for {len(experiments)} experiments")
+    unknown = sorted({p[0] for p in points} - set(experiments))
+    if unknown:
+        raise ValueError(f"published points for experiments {unknown} not plotted here")
+    present = set(curves["experiment"].unique())
+    absent = [e for e in experiments if e not in present]
+    if absent:
+        raise ValueError(f"no curves for experiments {absent} (present: {sorted(present)})")
+
+
+def _draw_curve(ax: Axes, run: pd.DataFrame, exp: str, column: str, label: str,
+                color: tuple[float, ...], style: str, band_alpha: float, reps: int,
+                rng: np.random.Generator) -> None:
+    """One experiment's mean over seeds with its bootstrap band (``run``: its rows of the
+    curves), or its legend entry alone where it has no value."""
+    dup = run.duplicated(["seed", "step"])
+    if dup.any():
+        bad = run.loc[dup, ["seed", "step"]].iloc[0]
+        raise ValueError(f"experiment {exp!r} seed {bad['seed']} has more than one "
+                         f"evaluation at step {bad['step']}")
+    run = run[run[column].notna()]
+    if run.empty:  # e.g. no training episode finished yet: say so rather than draw nothing
+        ax.plot([], [], color=color, ls=style, lw=1.8, label=f"{label} (no values)")
+        return
+    # Steps where only some seeds have a value are averaged over the seeds that do.
+    by_step = run.pivot(index="step", columns="seed", values=column).sort_index()
+    stats = np.array([seed_mean_band(row, reps, rng) for row in by_step.to_numpy()])
+    steps = by_step.index.to_numpy()
+    ax.plot(steps, stats[:, 0], color=color, ls=style, lw=1.8, label=label)
+    ax.fill_between(steps, stats[:, 1], stats[:, 2], color=color, alpha=band_alpha, lw=0)
+
+
 def plot_curves(curves: pd.DataFrame, experiments: Sequence[str], path: Path, title: str,
                 reps: int, rng: np.random.Generator, mark_step: int | None = None,
                 labels: Mapping[str, str] | Sequence[str] | None = None,
@@ -79,20 +122,7 @@ def plot_curves(curves: pd.DataFrame, experiments: Sequence[str], path: Path, ti
     such. ``points`` are published ``(experiment, step, value)`` points of the same metric,
     drawn as diamonds in their experiment's colour.
     """
-    if not isinstance(rng, np.random.Generator):
-        raise TypeError(f"rng must be a numpy.random.Generator, got {type(rng).__name__}")
-    if len(experiments) == 0:
-        raise ValueError("no experiments to plot")
-    if labels is not None and not isinstance(labels, Mapping) and len(labels) != len(experiments):
-        raise ValueError(f"{len(labels)} labels for {len(experiments)} experiments")
-    unknown = sorted({p[0] for p in points} - set(experiments))
-    if unknown:
-        raise ValueError(f"published points for experiments {unknown} not plotted here")
-    present = set(curves["experiment"].unique())
-    absent = [e for e in experiments if e not in present]
-    if absent:
-        raise ValueError(f"no curves for experiments {absent} (present: {sorted(present)})")
-
+    _check_curve_inputs(curves, experiments, rng, labels, points)
     # A legend beside the axes stays readable with many lines instead of covering the curves.
     outside = len(experiments) > 4
     fig = Figure(figsize=(9.5 if outside else 7, 4.2), dpi=120, layout="constrained")
@@ -100,24 +130,8 @@ def plot_curves(curves: pd.DataFrame, experiments: Sequence[str], path: Path, ti
     band_alpha = 0.18 if len(experiments) <= 4 else 0.1  # overlapping bands stay see-through
     colors = dict(zip(experiments, _colors(len(experiments))))
     for i, (exp, color) in enumerate(colors.items()):
-        run = curves[curves["experiment"] == exp]
-        dup = run.duplicated(["seed", "step"])
-        if dup.any():
-            bad = run.loc[dup, ["seed", "step"]].iloc[0]
-            raise ValueError(f"experiment {exp!r} seed {bad['seed']} has more than one "
-                             f"evaluation at step {bad['step']}")
-        run = run[run[column].notna()]
-        style = "-" if i < 10 else "--"
-        if run.empty:  # e.g. no training episode finished yet: say so rather than draw nothing
-            ax.plot([], [], color=color, ls=style, lw=1.8,
-                    label=f"{_label(exp, i, labels)} (no values)")
-            continue
-        # Steps where only some seeds have a value are averaged over the seeds that do.
-        by_step = run.pivot(index="step", columns="seed", values=column).sort_index()
-        stats = np.array([seed_mean_band(row, reps, rng) for row in by_step.to_numpy()])
-        steps = by_step.index.to_numpy()
-        ax.plot(steps, stats[:, 0], color=color, ls=style, lw=1.8, label=_label(exp, i, labels))
-        ax.fill_between(steps, stats[:, 1], stats[:, 2], color=color, alpha=band_alpha, lw=0)
+        _draw_curve(ax, curves[curves["experiment"] == exp], exp, column,
+                    _label(exp, i, labels), color, "-" if i < 10 else "--", band_alpha, reps, rng)
     for exp, step, value in points:
         ax.plot([step], [value], ls="none", marker="D", ms=6, mfc=colors[exp], mec="black",
                 mew=0.8, zorder=5)
@@ -152,6 +166,33 @@ class ContrastRow(NamedTuple):
     primary: bool = False
 
 
+def _draw_contrast(ax: Axes, row: ContrastRow, y: float,
+                   once: Callable[[str], str | None]) -> None:
+    """One contrast on line ``y``: its seeds' differences, their mean with its interval and the
+    published difference (``once`` names each kind of mark in the legend once)."""
+    d = np.asarray(row.differences, dtype=float)
+    if d.size == 0:  # e.g. no training episode finished by the step in one of the rows
+        ax.text(0.5, y, "no seed with both runs' values", transform=ax.get_yaxis_transform(),
+                ha="center", va="center", fontsize=8, color="0.3")
+        return
+    # The seeds spread over a band around the line, in seed order, so equal values show.
+    offsets = np.linspace(-0.18, 0.18, d.size) if d.size > 1 else np.zeros(1)
+    ax.plot(d, y + offsets, ls="none", marker="o", ms=5, mfc="tab:blue", mec="none",
+            alpha=0.6, zorder=2, label=once("a seed's difference"))
+    mean = float(d.mean())
+    lo, hi = row.interval
+    if np.isfinite(lo) and np.isfinite(hi):
+        ax.errorbar([mean], [y], xerr=[[mean - lo], [hi - mean]], fmt="s", ms=6,
+                    color="black", capsize=5, lw=1.6, zorder=3,
+                    label=once("mean, 95% t interval"))
+    else:
+        ax.plot([mean], [y], ls="none", marker="s", ms=6, color="black", zorder=3,
+                label=once("mean (one pair: no interval)"))
+    if row.published is not None:
+        ax.plot([row.published], [y], ls="none", marker="x", ms=9, mew=2, color="tab:red",
+                zorder=4, label=once("published difference"))
+
+
 def plot_contrasts(rows: Sequence[ContrastRow], path: Path, title: str, xlabel: str) -> None:
     """Paired contrasts, one line each, top to bottom in ``rows``' order: every seed's
     difference as a dot, their mean with its interval as a bar, no difference as a vertical
@@ -172,28 +213,7 @@ def plot_contrasts(rows: Sequence[ContrastRow], path: Path, title: str, xlabel: 
         return label
 
     for i, row in enumerate(rows):
-        y = n - 1 - i
-        d = np.asarray(row.differences, dtype=float)
-        if d.size == 0:  # e.g. no training episode finished by the step in one of the rows
-            ax.text(0.5, y, "no seed with both runs' values", transform=ax.get_yaxis_transform(),
-                    ha="center", va="center", fontsize=8, color="0.3")
-            continue
-        # The seeds spread over a band around the line, in seed order, so equal values show.
-        offsets = np.linspace(-0.18, 0.18, d.size) if d.size > 1 else np.zeros(1)
-        ax.plot(d, y + offsets, ls="none", marker="o", ms=5, mfc="tab:blue", mec="none",
-                alpha=0.6, zorder=2, label=once("a seed's difference"))
-        mean = float(d.mean())
-        lo, hi = row.interval
-        if np.isfinite(lo) and np.isfinite(hi):
-            ax.errorbar([mean], [y], xerr=[[mean - lo], [hi - mean]], fmt="s", ms=6,
-                        color="black", capsize=5, lw=1.6, zorder=3,
-                        label=once("mean, 95% t interval"))
-        else:
-            ax.plot([mean], [y], ls="none", marker="s", ms=6, color="black", zorder=3,
-                    label=once("mean (one pair: no interval)"))
-        if row.published is not None:
-            ax.plot([row.published], [y], ls="none", marker="x", ms=9, mew=2, color="tab:red",
-                    zorder=4, label=once("published difference"))
+        _draw_contrast(ax, row, n - 1 - i, once)
     ax.set_yticks(np.arange(n)[::-1],
                   [textwrap.fill(r.label + (" (primary)" if r.primary else ""), 32)
                    for r in rows], fontsize=8)

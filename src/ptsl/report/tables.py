@@ -84,41 +84,58 @@ def table_frame(params: Params, table: TableConfig, records: RunRecords, publish
         for metric in METRICS:
             stats, tasks = _metric_stats(params, records, name, seeds, step, metric, rng)
             row.update(stats)
-            found = shown.cells.get((name, metric), [])
-            for ref, _ in found:
-                stat = shown.refs[ref - 1].statistic
-                shown.ours[(name, metric, ref)] = as_published(
-                    records.curves, name, seeds, step, metric, stat.run_score, stat.over_seeds)
-                spread = run_range(records.curves, name, seeds, step, metric, stat.run_score)
-                if spread is not None:
-                    shown.ranges[(name, metric, ref)] = spread
-            # The markdown shows every source of a cell; the CSV its first value and source.
-            first = shown.refs[found[0][0] - 1] if found else None
-            row[f"published_{metric}"] = found[0][1].value if found else None
-            row[f"published_{metric}_source"] = first.name if first else None
-            row[f"published_{metric}_statistic"] = first.statistic.short if first else None
-            row[f"{metric}_as_published"] = (shown.ours[(name, metric, found[0][0])]
-                                             if found else None)
-            # Its runs' lowest and highest value (where a single run of ours falls).
-            spread = shown.ranges.get((name, metric, found[0][0])) if found else None
-            row[f"{metric}_as_published_min"] = spread[0] if spread else None
-            row[f"{metric}_as_published_max"] = spread[1] if spread else None
+            row.update(_published_cell(shown, records.curves, name, seeds, step, metric))
             if metric == params.report.metric:
                 per_task[name] = tasks
         rows.append(row)
-    # The source's values at earlier steps of the same runs (a paper's curve part-way), with
-    # ours the source's way where every run of the row was evaluated at that step.
+    _ours_elsewhere(shown, records.curves, seeds, step)
+    _earlier_step_columns(shown, rows)
+    return pd.DataFrame(rows), per_task, shown
+
+
+def _published_cell(shown: Beside, curves: pd.DataFrame, name: str, seeds: Sequence[int],
+                    step: int, metric: str) -> dict[str, Any]:
+    """Row ``name``'s published columns of ``metric``: ours computed as each source of the cell
+    computed its own (added to ``shown``), and the first source's value beside it."""
+    found = shown.cells.get((name, metric), [])
+    for ref, _ in found:
+        stat = shown.refs[ref - 1].statistic
+        shown.ours[(name, metric, ref)] = as_published(
+            curves, name, seeds, step, metric, stat.run_score, stat.over_seeds)
+        spread = run_range(curves, name, seeds, step, metric, stat.run_score)
+        if spread is not None:
+            shown.ranges[(name, metric, ref)] = spread
+    # The markdown shows every source of a cell; the CSV its first value and source.
+    first = shown.refs[found[0][0] - 1] if found else None
+    # Its runs' lowest and highest value (where a single run of ours falls).
+    spread = shown.ranges.get((name, metric, found[0][0])) if found else None
+    return {f"published_{metric}": found[0][1].value if found else None,
+            f"published_{metric}_source": first.name if first else None,
+            f"published_{metric}_statistic": first.statistic.short if first else None,
+            f"{metric}_as_published": shown.ours[(name, metric, found[0][0])] if found else None,
+            f"{metric}_as_published_min": spread[0] if spread else None,
+            f"{metric}_as_published_max": spread[1] if spread else None}
+
+
+def _ours_elsewhere(shown: Beside, curves: pd.DataFrame, seeds: Sequence[int],
+                    step: int) -> None:
+    """The source's values at earlier steps of the same runs (a paper's curve part-way), with
+    ours the source's way (added to ``shown``) where every run of the row was evaluated at that
+    step."""
     for source, name, value in shown.elsewhere:
-        if value.steps <= step and _evaluated_at(records.curves, name, seeds, value.steps):
+        if value.steps <= step and _evaluated_at(curves, name, seeds, value.steps):
             shown.ours_elsewhere[(source.name, name, value.steps)] = as_published(
-                records.curves, name, seeds, value.steps, source.metric,
+                curves, name, seeds, value.steps, source.metric,
                 source.statistic.run_score, source.statistic.over_seeds)
-            spread = run_range(records.curves, name, seeds, value.steps, source.metric,
+            spread = run_range(curves, name, seeds, value.steps, source.metric,
                                source.statistic.run_score)
             if spread is not None:
                 shown.ranges_elsewhere[(source.name, name, value.steps)] = spread
-    # The earlier steps the markdown gives columns of their own, in the CSV too (as for the
-    # table's step: the first source of each metric and step).
+
+
+def _earlier_step_columns(shown: Beside, rows: list[dict]) -> None:
+    """The earlier steps the markdown gives columns of their own, added to the CSV's ``rows``
+    too (as for the table's step: the first source of each metric and step)."""
     columns = earlier_columns(shown)
     for row in rows:
         for ref, at in columns:
@@ -129,7 +146,6 @@ def table_frame(params: Params, table: TableConfig, records: RunRecords, publish
             row[f"published_{source.metric}_at_{at}"] = found.value if found else None
             row[f"{source.metric}_as_published_at_{at}"] = shown.ours_elsewhere.get(
                 (source.name, row["experiment"], at))
-    return pd.DataFrame(rows), per_task, shown
 
 
 def _evaluated_at(curves: pd.DataFrame, experiment: str, seeds: Sequence[int], step: int) -> bool:
@@ -236,84 +252,117 @@ def _versus(params: Params, tname: str, table: TableConfig, records: RunRecords,
     return versus_markdown(view, labels, v.this, v.other, v.setting, v.study, metric, step), png
 
 
+def _contrasts(params: Params, tname: str, table: TableConfig, records: RunRecords,
+               shown: Beside, task_names: Sequence[str], labels: Mapping[str, str],
+               out_dir: Path) -> tuple[str, Path]:
+    """The table's paired contrasts (:mod:`ptsl.report.contrasts`): their Markdown, and the CSV
+    and figure written under ``out_dir``."""
+    metric, step, seeds = params.report.metric, params.table_step(table), params.table_seeds(table)
+    contrasts = paired_contrasts(params, table, records.curves, shown)
+    contrasts_md = contrasts_markdown(
+        contrasts, labels, learned_tasks(records.curves, table.rows, seeds, step),
+        task_names, metric, step, table.equivalence)
+    write_atomic(out_dir / "tables" / f"{tname}_contrasts.csv",
+                 contrasts_frame(contrasts, labels).to_csv(index=False))
+    contrasts_png = out_dir / "figures" / f"{tname}_contrasts.png"
+    plot_contrasts([ContrastRow(f"{labels[c.row]} − {labels[c.minus]}", c.differences,
+                                c.interval(), c.published, c.primary)
+                    for c in contrasts], contrasts_png,
+                   f"{table_title(params, table)}: paired contrasts, {len(seeds)} seed(s)",
+                   f"difference in {metric} success at {step:,} vector steps per task "
+                   "(each run's mean over tasks, paired by seed)")
+    return contrasts_md, contrasts_png
+
+
+def _table_figures(params: Params, tname: str, table: TableConfig, records: RunRecords,
+                   shown: Beside, per_task: Mapping[str, Any], labels: Mapping[str, str],
+                   rng: np.random.Generator, out_dir: Path) -> tuple[Path, Path]:
+    """The table's curves (bands drawn from ``rng``) and per-task heatmap, written under
+    ``out_dir``; returns their paths."""
+    metric, primary = params.report.metric, params.report.primary
+    step, seeds = params.table_step(table), params.table_seeds(table)
+    title = table_title(params, table)
+    sub = records.curves[(records.curves["step"] <= step)
+                         & records.curves["seed"].isin(seeds)]
+    curves_png = out_dir / "figures" / f"{tname}_curves.png"
+    tasks_png = out_dir / "figures" / f"{tname}_tasks.png"
+    plot_curves(sub, list(table.rows), curves_png, f"{title}, {len(seeds)} seed(s)",
+                params.report.bootstrap_reps, rng, mark_step=step, labels=labels,
+                column=MEAN_COLUMN[metric], ylabel=f"{metric} success rate",
+                points=published_points(shown, metric, step))
+    matrix = np.stack([per_task[n][0] for n in table.rows])
+    task_names = per_task[table.rows[0]][1]
+    plot_task_heatmap(matrix, [labels[n] for n in table.rows], task_names, tasks_png,
+                      f"{title}: per-task {metric} success ({primary})",
+                      colorbar=f"{metric} success rate")
+    return curves_png, tasks_png
+
+
+def _table_report(params: Params, tname: str, table: TableConfig, records: RunRecords,
+                  published: Published, rng: np.random.Generator, out_dir: Path,
+                  sheets: Mapping[str, Path],
+                  versus_runs: Mapping[str, pd.DataFrame] | None,
+                  written: dict[str, Path]) -> TableReport:
+    """Write one table's files (Markdown, CSV, figures, plot data) under ``out_dir``, adding
+    its figures to ``written``; returns its section of results.md."""
+    frame, per_task, shown = table_frame(params, table, records, published, rng)
+    labels = {n: params.experiments[n].label or n for n in table.rows}
+    contrasts_md, contrasts_fig = "", ""
+    if table.contrasts:
+        contrasts_md, contrasts_png = _contrasts(params, tname, table, records, shown,
+                                                 per_task[table.rows[0]][1], labels, out_dir)
+        contrasts_fig = f" ![{table.title} paired contrasts](figures/{contrasts_png.name})"
+        written[f"{tname}_contrasts"] = contrasts_png
+    md = table_markdown(frame, table, params, shown)
+    md += f"\n{contrasts_md}" if contrasts_md else ""
+    if table.versus is not None:
+        if table.versus.study not in (versus_runs or {}):
+            raise ValueError(f"tables.{tname}.versus: study {table.versus.study!r}'s runs "
+                             "were not read (pipeline/aggregate.py reads them)")
+        versus_md, versus_png = _versus(params, tname, table, records,
+                                        versus_runs[table.versus.study], labels, out_dir)
+        md += (f"\n{versus_md}\n![{table.title}, {table.versus.setting}]"
+               f"(figures/{versus_png.name})\n")
+        written[f"{tname}_versus"] = versus_png
+    write_atomic(out_dir / "tables" / f"{tname}.md", md)
+    write_atomic(out_dir / "tables" / f"{tname}.csv", frame.to_csv(index=False))
+    curves_png, tasks_png = _table_figures(params, tname, table, records, shown, per_task,
+                                           labels, rng, out_dir)
+    rollouts = (f" ![{table.title} rollouts](figures/{sheets[tname].name})"
+                if tname in sheets else "")
+    write_atomic(out_dir / "plots" / "tables" / f"{tname}.csv",
+                 table_plot_frame(params, table, records.curves).to_csv(index=False))
+    written[f"{tname}_curves"] = curves_png
+    written[f"{tname}_tasks"] = tasks_png
+    if tname in sheets:
+        written[f"{tname}_rollouts"] = sheets[tname]
+    return TableReport(
+        tname, table, frame, shown, md + f"\n![{table.title} curves](figures/"
+        f"{curves_png.name}) ![{table.title} per task](figures/{tasks_png.name})"
+        f"{contrasts_fig}{rollouts}\n",
+        curves_png.name, contrasts_md)
+
+
 def _build_reports(params: Params, records: RunRecords, published: Published,
                    out_dir: Path, videos: Mapping[str, Rollouts] | None,
                    pins: Mapping[str, str] | None,
                    branches: BranchRecords | None = None,
                    versus_runs: Mapping[str, pd.DataFrame] | None = None) -> dict[str, Path]:
     rng = np.random.default_rng(0)  # bootstrap draws: fixed so reports are reproducible
-    metric, primary = params.report.metric, params.report.primary
     reports: list[TableReport] = []
     metrics: dict[str, dict] = {}
     written: dict[str, Path] = {}
     sheets = write_videos(params, videos or {}, out_dir)
     for tname, table in params.tables.items():
-        frame, per_task, shown = table_frame(params, table, records, published, rng)
-        step, seeds = params.table_step(table), params.table_seeds(table)
-        labels = {n: params.experiments[n].label or n for n in table.rows}
-        contrasts_md, contrasts_fig = "", ""
-        title = table_title(params, table)
-        if table.contrasts:
-            contrasts = paired_contrasts(params, table, records.curves, shown)
-            contrasts_md = contrasts_markdown(
-                contrasts, labels, learned_tasks(records.curves, table.rows, seeds, step),
-                per_task[table.rows[0]][1], metric, step, table.equivalence)
-            write_atomic(out_dir / "tables" / f"{tname}_contrasts.csv",
-                         contrasts_frame(contrasts, labels).to_csv(index=False))
-            contrasts_png = out_dir / "figures" / f"{tname}_contrasts.png"
-            plot_contrasts([ContrastRow(f"{labels[c.row]} − {labels[c.minus]}", c.differences,
-                                        c.interval(), c.published, c.primary)
-                            for c in contrasts], contrasts_png,
-                           f"{title}: paired contrasts, {len(seeds)} seed(s)",
-                           f"difference in {metric} success at {step:,} vector steps per task "
-                           "(each run's mean over tasks, paired by seed)")
-            contrasts_fig = f" ![{table.title} paired contrasts](figures/{contrasts_png.name})"
-            written[f"{tname}_contrasts"] = contrasts_png
-        md = table_markdown(frame, table, params, shown)
-        md += f"\n{contrasts_md}" if contrasts_md else ""
-        if table.versus is not None:
-            if table.versus.study not in (versus_runs or {}):
-                raise ValueError(f"tables.{tname}.versus: study {table.versus.study!r}'s runs "
-                                 "were not read (pipeline/aggregate.py reads them)")
-            versus_md, versus_png = _versus(params, tname, table, records,
-                                            versus_runs[table.versus.study], labels, out_dir)
-            md += (f"\n{versus_md}\n![{table.title}, {table.versus.setting}]"
-                   f"(figures/{versus_png.name})\n")
-            written[f"{tname}_versus"] = versus_png
-        write_atomic(out_dir / "tables" / f"{tname}.md", md)
-        write_atomic(out_dir / "tables" / f"{tname}.csv", frame.to_csv(index=False))
-        sub = records.curves[(records.curves["step"] <= step)
-                             & records.curves["seed"].isin(seeds)]
-        curves_png = out_dir / "figures" / f"{tname}_curves.png"
-        tasks_png = out_dir / "figures" / f"{tname}_tasks.png"
-        plot_curves(sub, list(table.rows), curves_png, f"{title}, {len(seeds)} seed(s)",
-                    params.report.bootstrap_reps, rng, mark_step=step, labels=labels,
-                    column=MEAN_COLUMN[metric], ylabel=f"{metric} success rate",
-                    points=published_points(shown, metric, step))
-        matrix = np.stack([per_task[n][0] for n in table.rows])
-        task_names = per_task[table.rows[0]][1]
-        plot_task_heatmap(matrix, [labels[n] for n in table.rows], task_names, tasks_png,
-                          f"{title}: per-task {metric} success ({primary})",
-                          colorbar=f"{metric} success rate")
-        rollouts = (f" ![{table.title} rollouts](figures/{sheets[tname].name})"
-                    if tname in sheets else "")
-        reports.append(TableReport(
-            tname, table, frame, shown, md + f"\n![{table.title} curves](figures/"
-            f"{curves_png.name}) ![{table.title} per task](figures/{tasks_png.name})"
-            f"{contrasts_fig}{rollouts}\n",
-            curves_png.name, contrasts_md))
+        report = _table_report(params, tname, table, records, published, rng, out_dir, sheets,
+                               versus_runs, written)
+        reports.append(report)
         # The headline number of every table row: the headline metric's mean over seeds at the
         # table's step (`short` or `long`; the same in every table listing that row).
-        for r in frame.to_dict("records"):
-            value = r[f"{metric}_mean"]
+        for r in report.frame.to_dict("records"):
+            value = r[f"{params.report.metric}_mean"]
             metrics.setdefault(r["experiment"], {})[table.at] = (
                 None if pd.isna(value) else round(float(value), 4))
-        write_atomic(out_dir / "plots" / "tables" / f"{tname}.csv",
-                     table_plot_frame(params, table, records.curves).to_csv(index=False))
-        written[f"{tname}_curves"] = curves_png
-        written[f"{tname}_tasks"] = tasks_png
-        if tname in sheets:
-            written[f"{tname}_rollouts"] = sheets[tname]
     section = write_branches(params, branches, out_dir) if branches is not None else ""
     written["results"] = out_dir / REPORT_FILE
     write_atomic(written["results"], results_markdown(params, reports, section))

@@ -13,12 +13,13 @@ exit status 1) leaves the others' figures on disk.
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import platform
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
@@ -26,7 +27,7 @@ from ...cli import ArgumentParser, Bounded, real, whole
 from ...core.envs import load_tasks
 from ...core.runtime import Runtime, precision
 from ...ops.machine import package_versions
-from ...ops.params import load_params
+from ...ops.params import Params, load_params
 from ...ops.paths import TASK_CACHE
 from ...ops.stage import run_stage
 from .envs import measure_envs
@@ -66,7 +67,8 @@ def _cpu_count() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 0
 
 
-def main() -> None:
+def _parser() -> ArgumentParser:
+    """The command line: what to measure, where to write it, and the per-device sizes."""
     ap = ArgumentParser(prog="python -m ptsl.tools.bench", description=__doc__)
     ap.add_argument("--params", default="params.yaml", help="experiments whose sizes are measured")
     ap.add_argument("--out", default="reports/bench", help="folder of the JSON record")
@@ -92,24 +94,31 @@ def main() -> None:
     per_device("--node-seconds", real(0), "seconds the node section measures", "20", "120")
     ap.add_argument("--quick", action="store_true",
                     help="a smoke run: MT10 only, one round, few steps (figures are rough)")
-    args = ap.parse_args()
-    sections = parse_only(args.only)
-    runtime = Runtime.from_env()
-    device = runtime.torch_device()
-    threads = args.threads or runtime.threads or (1 if device.type == "cpu" else 0)
-    # PTSL_GRAPH and PTSL_VECTOR as the environment says, as training runs.
-    runtime = dataclasses.replace(runtime, device=device.type, threads=threads)
-    runtime.apply()  # the same process set-up as a training stage
+    return ap
+
+
+def _node(args: argparse.Namespace, params: Params, runtime: Runtime, cuda: bool,
+          progress: Callable[[str], None]) -> dict[str, Any]:
+    """The node section: the MT10 table's rows as separate processes at once."""
+    rows = {m: r for m, r in method_rows(params).items() if m in TABLE_METHODS}
+    if args.quick:  # a smoke run: two rows, one seed, a few seconds
+        rows = dict(list(rows.items())[:2])
+    seeds = args.node_seeds or (1 if args.quick or not cuda else 3)
+    seconds = args.node_seconds or (3.0 if args.quick else (120.0 if cuda else 20.0))
+    # One torch thread a process, as the grid runs each stage, and the environments stepped
+    # in it unless PTSL_VECTOR says otherwise: the processes share the cores.
+    one = dataclasses.replace(runtime, threads=1, vector="sync" if runtime.vector == "auto"
+                              else runtime.vector)
+    common = dict(warmup=1 if args.quick else 10, seconds=seconds,
+                  interval=0.5 if args.quick else 5.0, progress=progress)
+    return measure_node(args.params, rows, one, TASK_CACHE, seeds=seeds, **common)
+
+
+def _measures(args: argparse.Namespace, params: Params, runtime: Runtime, device: torch.device,
+              rounds: int, updates: int, loop_steps: int,
+              progress: Callable[[str], None]) -> dict[str, Callable[[], dict[str, Any]]]:
+    """Each section's measurement by name, sized for this run."""
     cuda = device.type == "cuda"
-    rounds = 1 if args.quick else (args.rounds or (5 if cuda else 12))
-    updates = args.updates or (1 if args.quick else (50 if cuda else 1))
-    loop_steps = args.loop_steps or (3 if args.quick else (600 if cuda else 40))
-    params = load_params(args.params)
-    started = time.perf_counter()
-
-    def progress(msg: str) -> None:
-        print(f"  [{time.perf_counter() - started:6.0f} s] {msg}", file=sys.stderr, flush=True)
-
     mt10 = load_tasks("mt10", 1, TASK_CACHE)
 
     def envs() -> dict[str, Any]:
@@ -146,22 +155,30 @@ def main() -> None:
                              measured=loop_steps if args.quick else 300,
                              first_only=args.quick, progress=progress)
 
-    def node() -> dict[str, Any]:
-        rows = {m: r for m, r in method_rows(params).items() if m in TABLE_METHODS}
-        if args.quick:  # a smoke run: two rows, one seed, a few seconds
-            rows = dict(list(rows.items())[:2])
-        seeds = args.node_seeds or (1 if args.quick or not cuda else 3)
-        seconds = args.node_seconds or (3.0 if args.quick else (120.0 if cuda else 20.0))
-        # One torch thread a process, as the grid runs each stage, and the environments stepped
-        # in it unless PTSL_VECTOR says otherwise: the processes share the cores.
-        one = dataclasses.replace(runtime, threads=1, vector="sync" if runtime.vector == "auto"
-                                  else runtime.vector)
-        common = dict(warmup=1 if args.quick else 10, seconds=seconds,
-                      interval=0.5 if args.quick else 5.0, progress=progress)
-        return measure_node(args.params, rows, one, TASK_CACHE, seeds=seeds, **common)
+    return {"envs": envs, "updates": update_rows, "loop": loop, "study": study,
+            "gpu": sharing, "node": lambda: _node(args, params, runtime, cuda, progress)}
 
-    measures = {"envs": envs, "updates": update_rows, "loop": loop, "study": study,
-                "gpu": sharing, "node": node}
+
+def main() -> None:
+    args = _parser().parse_args()
+    sections = parse_only(args.only)
+    runtime = Runtime.from_env()
+    device = runtime.torch_device()
+    threads = args.threads or runtime.threads or (1 if device.type == "cpu" else 0)
+    # PTSL_GRAPH and PTSL_VECTOR as the environment says, as training runs.
+    runtime = dataclasses.replace(runtime, device=device.type, threads=threads)
+    runtime.apply()  # the same process set-up as a training stage
+    cuda = device.type == "cuda"
+    rounds = 1 if args.quick else (args.rounds or (5 if cuda else 12))
+    updates = args.updates or (1 if args.quick else (50 if cuda else 1))
+    loop_steps = args.loop_steps or (3 if args.quick else (600 if cuda else 40))
+    params = load_params(args.params)
+    started = time.perf_counter()
+
+    def progress(msg: str) -> None:
+        print(f"  [{time.perf_counter() - started:6.0f} s] {msg}", file=sys.stderr, flush=True)
+
+    measures = _measures(args, params, runtime, device, rounds, updates, loop_steps, progress)
     out = Path(args.out) / f"{'cuda' if cuda else 'cpu'}{'-quick' if args.quick else ''}.json"
     record = Record(out, {"device": _device_info(device),
                           "versions": package_versions(PACKAGES, missing="not installed"),
