@@ -21,7 +21,6 @@ import numpy as np
 import pandas as pd
 
 from ..core.branch_records import MEAN_TASK, read_runs
-from ..core.files import write_atomic
 from ..ops.params import Params
 from .contrasts import LEVEL, t_interval
 
@@ -157,12 +156,12 @@ _PANELS = (("ratio", "|task branch| / |S x + b|"),
            ("task_weight_change", "mean |W_t - W_t at init|"))
 
 
-def plot_branches(frame: pd.DataFrame, path: Path,
-                  labels: Mapping[str, str] | None = None) -> None:
+def plot_branches(frame: pd.DataFrame,
+                  labels: Mapping[str, str] | None = None) -> bytes:
     """Per network (a row of panels) and layer (x), one bar colour per experiment: the task
     branch's size against the shared path's (the ratio), the mean ``W_t`` norm and its change
     from initialisation, each the mean over tasks; bars the mean over seeds, each seed a point.
-    Saved atomically as PNG.
+    As PNG.
 
     Non-finite ratios (a nonzero branch over an exactly zero shared path) are left out of the
     bars and points; the CSV keeps them.
@@ -170,7 +169,7 @@ def plot_branches(frame: pd.DataFrame, path: Path,
     from matplotlib.figure import Figure
     from matplotlib.patches import Patch
 
-    from .figures import _colors, _save_png_atomic
+    from .figures import _colors, png_bytes
 
     mean = frame[frame["task"] == MEAN_TASK]
     if mean.empty:
@@ -211,25 +210,23 @@ def plot_branches(frame: pd.DataFrame, path: Path,
                ncols=min(len(experiments), 6), fontsize=8)
     fig.suptitle("PTSL task branches on the evaluation episodes, means over tasks: bars the "
                  "mean over seeds, points the seeds", fontsize=10)
-    _save_png_atomic(fig, path)
+    return png_bytes(fig)
 
 
-def write_branches(params: Params, records: BranchRecords, out_dir: Path) -> str:
-    """Write ``out_dir/data/branches.csv``, ``out_dir/data/branches_zeroed.csv`` and
-    ``out_dir/figures/branches.png`` (``out_dir`` a reports folder) from ``records``; returns
-    the results.md section. Without any PTSL run it writes nothing and returns ""."""
+def branch_files(params: Params, records: BranchRecords
+                 ) -> tuple[str, dict[str, tuple[bytes | str, str]]]:
+    """The results.md section of ``records`` and its files, by path under a reports folder with
+    what each is: ``data/branches.csv``, ``data/branches_zeroed.csv`` and
+    ``figures/branches.png``. Without any PTSL run: "" and no file."""
     if records.zeroed.empty:
-        return ""
-    out_dir = Path(out_dir)
+        return "", {}
     labels = {name: exp.label or name for name, exp in params.experiments.items()}
     table = zeroing_table(records.zeroed, labels)
-    plot_branches(records.norms, out_dir / "figures" / FIGURE_NAME, labels)
-    write_atomic(out_dir / "data" / CSV_NAME, records.norms.to_csv(index=False),
-                 "branch measurement")
-    write_atomic(out_dir / "data" / ZEROED_CSV_NAME, table.to_csv(index=False),
-                 "branch zeroing table")
-    return branches_markdown(records, table, params.evaluate.episodes)
+    files = {f"figures/{FIGURE_NAME}": (plot_branches(records.norms, labels), "figure"),
+             f"data/{CSV_NAME}": (records.norms.to_csv(index=False), "branch measurement"),
+             f"data/{ZEROED_CSV_NAME}": (table.to_csv(index=False), "branch zeroing table")}
+    return branches_markdown(records, table, params.evaluate.episodes), files
 
 
-__all__ = ["BranchRecords", "collect_branches", "plot_branches", "summary", "write_branches",
+__all__ = ["BranchRecords", "branch_files", "collect_branches", "plot_branches", "summary",
            "zeroing_markdown", "zeroing_table"]

@@ -9,12 +9,10 @@ from __future__ import annotations
 import io
 import zipfile
 from collections.abc import Mapping
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from ..core.files import write_atomic
 from ..ops.params import Params, TableConfig
 from .comparison import METRICS
 from .inputs import RunRecords
@@ -90,8 +88,9 @@ def npz_bytes(arrays: Mapping[str, np.ndarray]) -> bytes:
     return buffer.getvalue()
 
 
-def write_data_files(params: Params, records: RunRecords, out_dir: Path) -> None:
-    """``runs.csv`` and one ``<table>.npz`` per table under ``out_dir``."""
-    write_atomic(out_dir / "runs.csv", long_frame(params, records).to_csv(index=False))
+def data_files(params: Params, records: RunRecords) -> dict[str, bytes | str]:
+    """``runs.csv`` and one ``<table>.npz`` per table, by file name."""
+    files: dict[str, bytes | str] = {"runs.csv": long_frame(params, records).to_csv(index=False)}
     for tname, table in params.tables.items():
-        write_atomic(out_dir / f"{tname}.npz", npz_bytes(table_arrays(params, table, records)))
+        files[f"{tname}.npz"] = npz_bytes(table_arrays(params, table, records))
+    return files

@@ -24,11 +24,16 @@ from ..core.files import write_atomic
 _VERSION_SUFFIX = re.compile(r"-v\d+$")
 
 
-def _save_png_atomic(fig: Figure, path: Path) -> None:
-    """Render in memory, then write atomically: readers never see half a PNG."""
+def png_bytes(fig: Figure) -> bytes:
+    """``fig`` rendered as PNG, in memory."""
     buf = io.BytesIO()
     fig.savefig(buf, format="png")
-    write_atomic(path, buf.getvalue(), "figure")
+    return buf.getvalue()
+
+
+def _save_png_atomic(fig: Figure, path: Path) -> None:
+    """Render in memory, then write atomically: readers never see half a PNG."""
+    write_atomic(path, png_bytes(fig), "figure")
 
 
 def _label(experiment: str, i: int, labels: Mapping[str, str] | Sequence[str] | None) -> str:
@@ -106,12 +111,12 @@ def _draw_curve(ax: Axes, run: pd.DataFrame, exp: str, column: str, label: str,
     ax.fill_between(steps, stats[:, 1], stats[:, 2], color=color, alpha=band_alpha, lw=0)
 
 
-def plot_curves(curves: pd.DataFrame, experiments: Sequence[str], path: Path, title: str,
+def plot_curves(curves: pd.DataFrame, experiments: Sequence[str], title: str,
                 reps: int, rng: np.random.Generator, mark_step: int | None = None,
                 labels: Mapping[str, str] | Sequence[str] | None = None,
                 column: str = "success", ylabel: str = "evaluation success rate",
-                points: Sequence[tuple[str, int, float]] = ()) -> None:
-    """Mean success over seeds per step, one line per experiment, with 95% bands.
+                points: Sequence[tuple[str, int, float]] = ()) -> bytes:
+    """Mean success over seeds per step, one line per experiment, with 95% bands, as PNG.
 
     ``curves`` is ``report.collect(...).curves`` (columns experiment, seed, step, and
     ``column``: ``success``, or ``train_success`` whose empty rows, where no training episode
@@ -153,7 +158,7 @@ def plot_curves(curves: pd.DataFrame, experiments: Sequence[str], path: Path, ti
         ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
     else:
         ax.legend(fontsize=8, loc="upper left")
-    _save_png_atomic(fig, path)
+    return png_bytes(fig)
 
 
 class ContrastRow(NamedTuple):
@@ -193,7 +198,7 @@ def _draw_contrast(ax: Axes, row: ContrastRow, y: float,
                 zorder=4, label=once("published difference"))
 
 
-def plot_contrasts(rows: Sequence[ContrastRow], path: Path, title: str, xlabel: str) -> None:
+def plot_contrasts(rows: Sequence[ContrastRow], title: str, xlabel: str) -> bytes:
     """Paired contrasts, one line each, top to bottom in ``rows``' order: every seed's
     difference as a dot, their mean with its interval as a bar, no difference as a vertical
     line, and the published difference as a red cross where there is one. The primary contrast
@@ -223,7 +228,7 @@ def plot_contrasts(rows: Sequence[ContrastRow], path: Path, title: str, xlabel: 
     ax.grid(axis="x", alpha=0.3)
     if named:
         fig.legend(fontsize=7, loc="outside lower center", ncol=3, frameon=False)
-    _save_png_atomic(fig, path)
+    return png_bytes(fig)
 
 
 def short_task_name(name: str) -> str:
@@ -233,7 +238,7 @@ def short_task_name(name: str) -> str:
 
 
 def plot_task_heatmap(matrix: np.ndarray, row_labels: Sequence[str], task_names: Sequence[str],
-                      path: Path, title: str, colorbar: str = "success rate") -> None:
+                      title: str, colorbar: str = "success rate") -> bytes:
     """Per-task success heatmap: one row per table row (experiment), one column per task.
 
     ``matrix[i, j]`` is the mean success over seeds of row ``i`` on task ``j``, drawn on a fixed
@@ -276,11 +281,11 @@ def plot_task_heatmap(matrix: np.ndarray, row_labels: Sequence[str], task_names:
     cbar = fig.colorbar(im, ax=ax, fraction=0.05 if annotate else 0.02, pad=0.01)
     cbar.set_label(colorbar, fontsize=8)
     cbar.ax.tick_params(labelsize=7)
-    _save_png_atomic(fig, path)
+    return png_bytes(fig)
 
 
 def plot_contact_sheet(rows: Sequence[tuple[str, Sequence[tuple[str, np.ndarray, bool]]]],
-                       path: Path, title: str, columns: int = 10) -> None:
+                       title: str, columns: int = 10) -> bytes:
     """Rollout stills: one block per table row, one tile per task (the episode's last frame).
 
     ``rows`` holds ``(row label, [(task name, frame (H, W, 3) uint8, success), ...])``; a block
@@ -307,4 +312,4 @@ def plot_contact_sheet(rows: Sequence[tuple[str, Sequence[tuple[str, np.ndarray,
                 ax.imshow(frame, interpolation="nearest")
                 ax.set_title(short_task_name(name) + (" ✓" if success else ""), fontsize=6.5,
                              color="tab:green" if success else "0.2", pad=2)
-    _save_png_atomic(fig, path)
+    return png_bytes(fig)

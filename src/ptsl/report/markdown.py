@@ -164,7 +164,8 @@ def table_markdown(frame: pd.DataFrame, table: TableConfig, params: Params,
 def _findings(frame: pd.DataFrame, params: Params, shown: Beside) -> str:
     """Under a table: per metric with a published source beside it, how our rows rank against
     the source's and which intervals overlap (:func:`ptsl.report.ranking.ranking_text`)."""
-    texts = [ranking_text(frame, shown, m, params.report.primary) for m in _metric_order(params)]
+    order, primary = _metric_order(params), params.report.primary
+    texts = [ranking_text(frame, shown, m, primary) for m in order]
     return "\n\n".join(t for t in texts if t)
 
 
@@ -218,7 +219,7 @@ def summary_markdown(params: Params, reports: list[TableReport]) -> str:
 
 def results_markdown(params: Params, reports: list[TableReport], branches: str = "") -> str:
     """results.md: the summary, every table's section, the task branches' section where there
-    is one (``branches``, :func:`ptsl.report.branches.write_branches`), the sources'
+    is one (``branches``, :func:`ptsl.report.branches.branch_files`), the sources'
     citations."""
     cited: list = []
     for rep in reports:

@@ -12,6 +12,7 @@ import numpy as np
 
 from ..core.records import TaskVideo, VideoIndex, run_id
 from ..ops.params import Params
+from ..core.files import write_atomic
 from .figures import plot_contact_sheet
 
 
@@ -68,7 +69,8 @@ def write_videos(params: Params, videos: Mapping[str, Rollouts], out_dir: Path) 
         rows = [(f"{params.experiments[n].label or n} ({run})", videos[run].tiles())
                 for n, run in names]
         path = out_dir / "figures" / f"{tname}_rollouts.png"
-        plot_contact_sheet(rows, path, f"{table.title}: last frame of one deterministic episode "
-                                       f"per task, seed {seed} (✓ success)")
+        write_atomic(path, plot_contact_sheet(
+            rows, f"{table.title}: last frame of one deterministic episode per task, seed "
+                  f"{seed} (✓ success)"), "figure")
         sheets[tname] = path
     return sheets

@@ -19,13 +19,13 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from ..core.files import swap_in, write_atomic, write_json
+from ..core.files import json_text, swap_in, write_atomic
 from ..core.records import Metrics, run_id
 from ..ops.params import Params, TableConfig
-from .branches import BranchRecords, write_branches
+from .branches import BranchRecords, branch_files
 from .comparison import METRICS, Beside, beside, earlier_columns, published_elsewhere
 from .contrasts import contrasts_frame, contrasts_markdown, learned_tasks, paired_contrasts
-from .datafiles import write_data_files
+from .datafiles import data_files
 from .figures import ContrastRow, plot_contrasts, plot_curves, plot_task_heatmap
 from .inputs import RunRecords
 from .markdown import TableReport, results_markdown, table_markdown, table_title
@@ -206,6 +206,11 @@ REPORT_DIRS = ("tables", "figures", "plots", "metrics", "videos", "data")
 _STAGING_PREFIX = ".aggregate-"
 
 
+#: The files the report builders make, written in one place (:func:`write_reports`): each
+#: file's path under the reports folder, its contents and what it is (named if its write fails).
+Files = dict[str, tuple[bytes | str, str]]
+
+
 def write_reports(params: Params, records: RunRecords, published: Published,
                   out_dir: Path, videos: Mapping[str, Rollouts] | None = None,
                   pins: Mapping[str, str] | None = None,
@@ -227,92 +232,96 @@ def write_reports(params: Params, records: RunRecords, published: Published,
         shutil.rmtree(stale, ignore_errors=True)
     with tempfile.TemporaryDirectory(dir=out_dir, prefix=_STAGING_PREFIX) as tmp:
         staging = Path(tmp) / "new"
+        files: Files = {}
         written = _build_reports(params, records, published, staging, videos, pins, branches,
-                                 versus_runs)
+                                 versus_runs, files)
+        for path, (data, role) in files.items():
+            write_atomic(staging / path, data, role)
         for name in REPORT_DIRS:  # an output with nothing in it is still made
             (staging / name).mkdir(parents=True, exist_ok=True)
         swap_in(staging, out_dir, (REPORT_FILE, *REPORT_DIRS))
-    return {key: out_dir / path.relative_to(staging) for key, path in written.items()}
+    return {key: out_dir / path for key, path in written.items()}
 
 
 def _versus(params: Params, tname: str, table: TableConfig, records: RunRecords,
-            other: pd.DataFrame, labels: Mapping[str, str], out_dir: Path) -> tuple[str, Path]:
+            other: pd.DataFrame, labels: Mapping[str, str], files: Files) -> tuple[str, str]:
     """The table's rows beside the other study's runs of them (``other``, in the curves' shape;
-    :mod:`ptsl.report.versus`): its Markdown, and the CSV and figure written under ``out_dir``."""
+    :mod:`ptsl.report.versus`): its Markdown and its figure's path, the CSV and figure added to
+    ``files``."""
     from .versus import plot_versus, versus, versus_frame, versus_markdown
 
     v, metric, step = table.versus, params.report.metric, params.table_step(table)
     view = versus(params, table, records.curves, other)
-    write_atomic(out_dir / "tables" / f"{tname}_versus.csv",
-                 versus_frame(view, labels).to_csv(index=False))
-    png = out_dir / "figures" / f"{tname}_versus.png"
-    plot_versus(view, labels, v.this, v.other, png, f"{table_title(params, table)}: "
-                f"{v.setting}, {v.this} against {v.other} (study {v.study})",
-                f"{metric} success at {step:,} vector steps per task")
+    files[f"tables/{tname}_versus.csv"] = (versus_frame(view, labels).to_csv(index=False),
+                                           "output")
+    png = f"figures/{tname}_versus.png"
+    files[png] = (plot_versus(view, labels, v.this, v.other, f"{table_title(params, table)}: "
+                              f"{v.setting}, {v.this} against {v.other} (study {v.study})",
+                              f"{metric} success at {step:,} vector steps per task"), "figure")
     return versus_markdown(view, labels, v.this, v.other, v.setting, v.study, metric, step), png
 
 
 def _contrasts(params: Params, tname: str, table: TableConfig, records: RunRecords,
                shown: Beside, task_names: Sequence[str], labels: Mapping[str, str],
-               out_dir: Path) -> tuple[str, Path]:
-    """The table's paired contrasts (:mod:`ptsl.report.contrasts`): their Markdown, and the CSV
-    and figure written under ``out_dir``."""
+               files: Files) -> tuple[str, list[ContrastRow]]:
+    """The table's paired contrasts (:mod:`ptsl.report.contrasts`): their Markdown and their
+    rows as the figure draws them (:func:`_table_figures`), the CSV added to ``files``."""
     metric, step, seeds = params.report.metric, params.table_step(table), params.table_seeds(table)
     contrasts = paired_contrasts(params, table, records.curves, shown)
     contrasts_md = contrasts_markdown(
         contrasts, labels, learned_tasks(records.curves, table.rows, seeds, step),
         task_names, metric, step, table.equivalence)
-    write_atomic(out_dir / "tables" / f"{tname}_contrasts.csv",
-                 contrasts_frame(contrasts, labels).to_csv(index=False))
-    contrasts_png = out_dir / "figures" / f"{tname}_contrasts.png"
-    plot_contrasts([ContrastRow(f"{labels[c.row]} − {labels[c.minus]}", c.differences,
-                                c.interval(), c.published, c.primary)
-                    for c in contrasts], contrasts_png,
-                   f"{table_title(params, table)}: paired contrasts, {len(seeds)} seed(s)",
-                   f"difference in {metric} success at {step:,} vector steps per task "
-                   "(each run's mean over tasks, paired by seed)")
-    return contrasts_md, contrasts_png
+    files[f"tables/{tname}_contrasts.csv"] = (
+        contrasts_frame(contrasts, labels).to_csv(index=False), "output")
+    return contrasts_md, [ContrastRow(f"{labels[c.row]} − {labels[c.minus]}", c.differences,
+                                      c.interval(), c.published, c.primary) for c in contrasts]
 
 
 def _table_figures(params: Params, tname: str, table: TableConfig, records: RunRecords,
                    shown: Beside, per_task: Mapping[str, Any], labels: Mapping[str, str],
-                   rng: np.random.Generator, out_dir: Path) -> tuple[Path, Path]:
-    """The table's curves (bands drawn from ``rng``) and per-task heatmap, written under
-    ``out_dir``; returns their paths."""
+                   contrasts: Sequence[ContrastRow] | None, rng: np.random.Generator,
+                   files: Files) -> dict[str, str]:
+    """The table's curves (bands drawn from ``rng``), per-task heatmap and, where it has them,
+    paired contrasts, added to ``files``; returns their paths by figure (``curves``, ``tasks``,
+    ``contrasts``)."""
     metric, primary = params.report.metric, params.report.primary
     step, seeds = params.table_step(table), params.table_seeds(table)
     title = table_title(params, table)
     sub = records.curves[(records.curves["step"] <= step)
                          & records.curves["seed"].isin(seeds)]
-    curves_png = out_dir / "figures" / f"{tname}_curves.png"
-    tasks_png = out_dir / "figures" / f"{tname}_tasks.png"
-    plot_curves(sub, list(table.rows), curves_png, f"{title}, {len(seeds)} seed(s)",
-                params.report.bootstrap_reps, rng, mark_step=step, labels=labels,
-                column=MEAN_COLUMN[metric], ylabel=f"{metric} success rate",
-                points=published_points(shown, metric, step))
+    points = published_points(shown, metric, step)
     matrix = np.stack([per_task[n][0] for n in table.rows])
     task_names = per_task[table.rows[0]][1]
-    plot_task_heatmap(matrix, [labels[n] for n in table.rows], task_names, tasks_png,
-                      f"{title}: per-task {metric} success ({primary})",
-                      colorbar=f"{metric} success rate")
-    return curves_png, tasks_png
+    figures = {"curves": f"figures/{tname}_curves.png", "tasks": f"figures/{tname}_tasks.png"}
+    files[figures["curves"]] = (plot_curves(
+        sub, list(table.rows), f"{title}, {len(seeds)} seed(s)", params.report.bootstrap_reps,
+        rng, mark_step=step, labels=labels, column=MEAN_COLUMN[metric],
+        ylabel=f"{metric} success rate", points=points), "figure")
+    files[figures["tasks"]] = (plot_task_heatmap(
+        matrix, [labels[n] for n in table.rows], task_names,
+        f"{title}: per-task {metric} success ({primary})", colorbar=f"{metric} success rate"),
+        "figure")
+    if contrasts is not None:
+        figures["contrasts"] = f"figures/{tname}_contrasts.png"
+        files[figures["contrasts"]] = (plot_contrasts(
+            contrasts, f"{title}: paired contrasts, {len(seeds)} seed(s)",
+            f"difference in {metric} success at {step:,} vector steps per task "
+            "(each run's mean over tasks, paired by seed)"), "figure")
+    return figures
 
 
 def _table_report(params: Params, tname: str, table: TableConfig, records: RunRecords,
-                  published: Published, rng: np.random.Generator, out_dir: Path,
-                  sheets: Mapping[str, Path],
+                  published: Published, rng: np.random.Generator, sheets: Mapping[str, Path],
                   versus_runs: Mapping[str, pd.DataFrame] | None,
-                  written: dict[str, Path]) -> TableReport:
-    """Write one table's files (Markdown, CSV, figures, plot data) under ``out_dir``, adding
-    its figures to ``written``; returns its section of results.md."""
+                  written: dict[str, Path], files: Files) -> TableReport:
+    """One table's files (Markdown, CSV, figures, plot data), added to ``files`` and its figures
+    to ``written`` (paths under the reports folder); returns its section of results.md."""
     frame, per_task, shown = table_frame(params, table, records, published, rng)
     labels = {n: params.experiments[n].label or n for n in table.rows}
-    contrasts_md, contrasts_fig = "", ""
+    contrasts_md, contrast_rows = "", None
     if table.contrasts:
-        contrasts_md, contrasts_png = _contrasts(params, tname, table, records, shown,
-                                                 per_task[table.rows[0]][1], labels, out_dir)
-        contrasts_fig = f" ![{table.title} paired contrasts](figures/{contrasts_png.name})"
-        written[f"{tname}_contrasts"] = contrasts_png
+        contrasts_md, contrast_rows = _contrasts(params, tname, table, records, shown,
+                                                 per_task[table.rows[0]][1], labels, files)
     md = table_markdown(frame, table, params, shown)
     md += f"\n{contrasts_md}" if contrasts_md else ""
     if table.versus is not None:
@@ -320,42 +329,45 @@ def _table_report(params: Params, tname: str, table: TableConfig, records: RunRe
             raise ValueError(f"tables.{tname}.versus: study {table.versus.study!r}'s runs "
                              "were not read (pipeline/aggregate.py reads them)")
         versus_md, versus_png = _versus(params, tname, table, records,
-                                        versus_runs[table.versus.study], labels, out_dir)
+                                        versus_runs[table.versus.study], labels, files)
         md += (f"\n{versus_md}\n![{table.title}, {table.versus.setting}]"
-               f"(figures/{versus_png.name})\n")
-        written[f"{tname}_versus"] = versus_png
-    write_atomic(out_dir / "tables" / f"{tname}.md", md)
-    write_atomic(out_dir / "tables" / f"{tname}.csv", frame.to_csv(index=False))
-    curves_png, tasks_png = _table_figures(params, tname, table, records, shown, per_task,
-                                           labels, rng, out_dir)
+               f"({versus_png})\n")
+        written[f"{tname}_versus"] = Path(versus_png)
+    files[f"tables/{tname}.md"] = (md, "output")
+    files[f"tables/{tname}.csv"] = (frame.to_csv(index=False), "output")
+    figures = _table_figures(params, tname, table, records, shown, per_task, labels,
+                             contrast_rows, rng, files)
+    written.update({f"{tname}_{figure}": Path(path) for figure, path in figures.items()})
+    contrasts_fig = (f" ![{table.title} paired contrasts]({figures['contrasts']})"
+                     if "contrasts" in figures else "")
     rollouts = (f" ![{table.title} rollouts](figures/{sheets[tname].name})"
                 if tname in sheets else "")
-    write_atomic(out_dir / "plots" / "tables" / f"{tname}.csv",
-                 table_plot_frame(params, table, records.curves).to_csv(index=False))
-    written[f"{tname}_curves"] = curves_png
-    written[f"{tname}_tasks"] = tasks_png
+    files[f"plots/tables/{tname}.csv"] = (
+        table_plot_frame(params, table, records.curves).to_csv(index=False), "output")
     if tname in sheets:
-        written[f"{tname}_rollouts"] = sheets[tname]
+        written[f"{tname}_rollouts"] = Path("figures") / sheets[tname].name
     return TableReport(
-        tname, table, frame, shown, md + f"\n![{table.title} curves](figures/"
-        f"{curves_png.name}) ![{table.title} per task](figures/{tasks_png.name})"
-        f"{contrasts_fig}{rollouts}\n",
-        curves_png.name, contrasts_md)
+        tname, table, frame, shown, md + f"\n![{table.title} curves]({figures['curves']}) "
+        f"![{table.title} per task]({figures['tasks']}){contrasts_fig}{rollouts}\n",
+        Path(figures["curves"]).name, contrasts_md)
 
 
 def _build_reports(params: Params, records: RunRecords, published: Published,
                    out_dir: Path, videos: Mapping[str, Rollouts] | None,
                    pins: Mapping[str, str] | None,
-                   branches: BranchRecords | None = None,
-                   versus_runs: Mapping[str, pd.DataFrame] | None = None) -> dict[str, Path]:
+                   branches: BranchRecords | None,
+                   versus_runs: Mapping[str, pd.DataFrame] | None,
+                   files: Files) -> dict[str, Path]:
+    """Copy the rollout videos and draw their contact sheets under ``out_dir``; add every other
+    report to ``files``. Returns the main reports' paths under the reports folder."""
     rng = np.random.default_rng(0)  # bootstrap draws: fixed so reports are reproducible
     reports: list[TableReport] = []
     metrics: dict[str, dict] = {}
     written: dict[str, Path] = {}
     sheets = write_videos(params, videos or {}, out_dir)
     for tname, table in params.tables.items():
-        report = _table_report(params, tname, table, records, published, rng, out_dir, sheets,
-                               versus_runs, written)
+        report = _table_report(params, tname, table, records, published, rng, sheets,
+                               versus_runs, written, files)
         reports.append(report)
         # The headline number of every table row: the headline metric's mean over seeds at the
         # table's step (`short` or `long`; the same in every table listing that row).
@@ -363,22 +375,26 @@ def _build_reports(params: Params, records: RunRecords, published: Published,
             value = r[f"{params.report.metric}_mean"]
             metrics.setdefault(r["experiment"], {})[table.at] = (
                 None if pd.isna(value) else round(float(value), 4))
-    section = write_branches(params, branches, out_dir) if branches is not None else ""
-    written["results"] = out_dir / REPORT_FILE
-    write_atomic(written["results"], results_markdown(params, reports, section))
+    # One chart per run for `dvc plots show`, named by experiment and seed.
+    for (exp, seed), _ in records.curves.groupby(["experiment", "seed"], sort=False):
+        files[f"plots/runs/{run_id(exp, seed)}.csv"] = (
+            run_plot_frame(params, exp, seed, records.curves).to_csv(index=False), "output")
+    section, branch_outputs = (branch_files(params, branches) if branches is not None
+                               else ("", {}))
+    files.update(branch_outputs)
+    written["results"] = Path(REPORT_FILE)
+    files[REPORT_FILE] = (results_markdown(params, reports, section), "output")
     # One small file per experiment: `dvc metrics show` prints a row per experiment with its
     # `short` and `long` headline, and `dvc exp diff` lists what an experiment changed. The
     # statistics behind them (IQM, CI, std, per task, both metrics) stay in tables/*.csv.
     for exp, values in metrics.items():
-        Metrics(**values).write(out_dir / "metrics" / f"{exp}.json")
-    written["metrics"] = out_dir / "metrics"
+        files[f"metrics/{exp}.json"] = (json_text(Metrics(**values).model_dump(
+            by_alias=True, exclude_none=True)), Metrics.ROLE)
+    written["metrics"] = Path("metrics")
     # The data behind the tables, for other tools: the long CSV, an .npz per table and the
     # protocol record (docs/statistics.md, "Data files").
-    write_data_files(params, records, out_dir / "data")
-    write_json(out_dir / "data" / "protocol.json", protocol_record(params, pins or {}))
-    written["data"] = out_dir / "data"
-    # One chart per run for `dvc plots show`, named by experiment and seed.
-    for (exp, seed), _ in records.curves.groupby(["experiment", "seed"], sort=False):
-        write_atomic(out_dir / "plots" / "runs" / f"{run_id(exp, seed)}.csv",
-                     run_plot_frame(params, exp, seed, records.curves).to_csv(index=False))
+    for name, data in data_files(params, records).items():
+        files[f"data/{name}"] = (data, "output")
+    files["data/protocol.json"] = (json_text(protocol_record(params, pins or {})), "output")
+    written["data"] = Path("data")
     return written

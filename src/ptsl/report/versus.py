@@ -216,14 +216,14 @@ __all__ = ["Estimate", "Interaction", "RowVersus", "Versus", "curves_from_long",
            "read_runs", "versus", "versus_frame", "versus_markdown"]
 
 
-def plot_versus(view: Versus, labels: Mapping[str, str], this: str, other: str, path: Path,
-                title: str, ylabel: str) -> None:
-    """Left: each row's runs under both settings, a line per seed from ``other`` to ``this``,
-    and each setting's mean with its 95% t interval. Right: each row's per-task mean success,
-    this minus other (the tasks a setting moves)."""
+def plot_versus(view: Versus, labels: Mapping[str, str], this: str, other: str,
+                title: str, ylabel: str) -> bytes:
+    """As PNG. Left: each row's runs under both settings, a line per seed from ``other`` to
+    ``this``, and each setting's mean with its 95% t interval. Right: each row's per-task mean
+    success, this minus other (the tasks a setting moves)."""
     from matplotlib.figure import Figure
 
-    from .figures import _save_png_atomic, short_task_name
+    from .figures import png_bytes, short_task_name
 
     n = len(view.rows)
     fig = Figure(figsize=(12, 1.8 + 0.9 * n + 1.5), dpi=120, layout="constrained")
@@ -255,4 +255,4 @@ def plot_versus(view: Versus, labels: Mapping[str, str], this: str, other: str, 
     right.set_title(f"per task, mean over seeds: {this} minus {other}", fontsize=9)
     fig.colorbar(image, ax=right, shrink=0.8)
     fig.suptitle(title, fontsize=10)
-    _save_png_atomic(fig, path)
+    return png_bytes(fig)
