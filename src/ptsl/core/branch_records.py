@@ -15,7 +15,6 @@ Every byte is a function of the run and the config (no time, no host), so DVC ha
 
 from __future__ import annotations
 
-import io
 from pathlib import Path
 from typing import Sequence
 
@@ -23,7 +22,7 @@ import pandas as pd
 
 from .errors import CorruptFileError
 from .files import folder_aside, write_atomic
-from .records import REBUILD, run_id
+from .records import REBUILD, csv_bytes_frame, run_id
 
 NORMS_FILE = "branches.csv"
 ZEROED_FILE = "zeroed.csv"
@@ -58,14 +57,7 @@ def _read(path: Path, name: str, experiment: str, seed: int) -> pd.DataFrame:
     if not path.is_file():
         raise FileNotFoundError(f"{path} is missing; run `dvc repro` to produce it (the "
                                 f"branches_ptsl stage of {run_id(experiment, seed)})")
-    data = path.read_bytes()
-    if not data.endswith(b"\n"):  # written whole, newline last
-        raise CorruptFileError(path, role, "truncated: no newline at its end", REBUILD)
-    try:
-        frame = pd.read_csv(io.BytesIO(data))
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
-        raise CorruptFileError(path, role, f"not a CSV table: {' '.join(str(exc).split())}",
-                               REBUILD) from None
+    frame = csv_bytes_frame(path, path.read_bytes(), role)
     if tuple(frame.columns) != columns:
         raise CorruptFileError(path, role, f"columns {list(frame.columns)}, expected "
                                f"{list(columns)}", REBUILD)

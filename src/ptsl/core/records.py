@@ -57,6 +57,19 @@ def read_json(path: Path, role: str) -> Any:
         raise CorruptFileError(path, role, f"not valid JSON: {exc}", REBUILD) from None
 
 
+def csv_bytes_frame(path: Path, data: bytes, role: str) -> pd.DataFrame:
+    """The CSV table in ``data`` (read from ``path``): a file that does not end in a newline
+    (written whole, newline last) or does not parse is a :class:`CorruptFileError` naming
+    ``role``."""
+    if not data.endswith(b"\n"):
+        raise CorruptFileError(path, role, "truncated: no newline at its end", REBUILD)
+    try:
+        return pd.read_csv(io.BytesIO(data))
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
+        raise CorruptFileError(path, role, f"not a CSV table: {' '.join(str(exc).split())}",
+                               REBUILD) from None
+
+
 class Record(BaseModel):
     """A JSON record: its fields in file order, read back checked."""
 
@@ -231,14 +244,7 @@ class Curve:
         tables report) evaluated; the training-success columns for the same tasks, numeric, in
         [0, 1] and empty exactly where ``train_episodes`` is 0."""
         path, role = Path(path), cls.ROLE
-        data = _read_text(path)
-        if not data.endswith(b"\n"):  # every curve is written whole, newline last
-            raise CorruptFileError(path, role, "truncated: no newline at its end", REBUILD)
-        try:
-            curve = pd.read_csv(io.BytesIO(data))
-        except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
-            raise CorruptFileError(path, role, f"not a CSV table: {' '.join(str(exc).split())}",
-                                   REBUILD) from None
+        curve = csv_bytes_frame(path, _read_text(path), role)
         tasks = [c for c in curve.columns if str(c).startswith(TASK_PREFIX)]
         missing = [c for c in ("step", "success", "return") if c not in curve.columns]
         if missing or not tasks:
