@@ -166,13 +166,15 @@ def test_report_copies_gifs_and_draws_a_contact_sheet_per_table(tmp_path, raw_pa
         "three": {"title": "Three rows", "rows": ["mt10_mtsac", "mt10_softmod", "mt10_care"],
                   "at": "short"}}})
     out = tmp_path / "reports"
-    sheets = write_videos(params, found, out)
-    assert set(sheets) == {"two"}  # a table with a row without videos gets no sheet
-    assert sheets["two"].read_bytes()[:4] == b"\x89PNG"
+    files = {}
+    sheets = write_videos(params, found, out, files)
+    assert sheets == {"two": "figures/two_rollouts.png"}  # a row without videos: no sheet
+    assert list(files) == ["figures/two_rollouts.png"]
+    assert files["figures/two_rollouts.png"][0][:4] == b"\x89PNG"
     assert sorted(p.relative_to(out / "videos").as_posix() for p in (out / "videos").rglob("*.gif")) \
         == ["mt10_mtsac-1/push-v3.gif", "mt10_mtsac-1/reach-v3.gif",
             "mt10_softmod-1/push-v3.gif", "mt10_softmod-1/reach-v3.gif"]
-    assert write_videos(params, {}, out) == {}
+    assert write_videos(params, {}, out, files) == {}
     assert sorted(p.name for p in (out / "videos").iterdir()) == ["README.md"]
 
 

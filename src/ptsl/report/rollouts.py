@@ -12,7 +12,6 @@ import numpy as np
 
 from ..core.records import TaskVideo, VideoIndex, run_id
 from ..ops.params import Params
-from ..core.files import write_atomic
 from .figures import plot_contact_sheet
 
 
@@ -44,9 +43,12 @@ def collect_videos(params: Params, videos_dir: Path) -> dict[str, Rollouts]:
     return out
 
 
-def write_videos(params: Params, videos: Mapping[str, Rollouts], out_dir: Path) -> dict[str, Path]:
-    """Copy the GIFs to ``out_dir/videos/<exp>-<seed>/`` and draw one contact sheet per table
-    (a frame grid per table row, its first seed) under ``out_dir/figures/``."""
+def write_videos(params: Params, videos: Mapping[str, Rollouts], out_dir: Path,
+                 files: dict[str, tuple[bytes | str, str]]) -> dict[str, str]:
+    """Copy the GIFs to ``out_dir/videos/<exp>-<seed>/`` and add one contact sheet per table
+    (a frame grid per table row, its first seed) to ``files`` (path under the reports folder:
+    contents, role), as :func:`ptsl.report.tables.write_reports` writes every report. Returns
+    each sheet's path under the reports folder by table."""
     target = out_dir / "videos"
     if target.exists():
         shutil.rmtree(target)
@@ -68,8 +70,8 @@ def write_videos(params: Params, videos: Mapping[str, Rollouts], out_dir: Path) 
             continue
         rows = [(f"{params.experiments[n].label or n} ({run})", videos[run].tiles())
                 for n, run in names]
-        path = out_dir / "figures" / f"{tname}_rollouts.png"
-        write_atomic(path, plot_contact_sheet(
+        path = f"figures/{tname}_rollouts.png"
+        files[path] = (plot_contact_sheet(
             rows, f"{table.title}: last frame of one deterministic episode per task, seed "
                   f"{seed} (✓ success)"), "figure")
         sheets[tname] = path

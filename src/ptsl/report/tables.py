@@ -311,7 +311,7 @@ def _table_figures(params: Params, tname: str, table: TableConfig, records: RunR
 
 
 def _table_report(params: Params, tname: str, table: TableConfig, records: RunRecords,
-                  published: Published, rng: np.random.Generator, sheets: Mapping[str, Path],
+                  published: Published, rng: np.random.Generator, sheets: Mapping[str, str],
                   versus_runs: Mapping[str, pd.DataFrame] | None,
                   written: dict[str, Path], files: Files) -> TableReport:
     """One table's files (Markdown, CSV, figures, plot data), added to ``files`` and its figures
@@ -340,12 +340,12 @@ def _table_report(params: Params, tname: str, table: TableConfig, records: RunRe
     written.update({f"{tname}_{figure}": Path(path) for figure, path in figures.items()})
     contrasts_fig = (f" ![{table.title} paired contrasts]({figures['contrasts']})"
                      if "contrasts" in figures else "")
-    rollouts = (f" ![{table.title} rollouts](figures/{sheets[tname].name})"
+    rollouts = (f" ![{table.title} rollouts]({sheets[tname]})"
                 if tname in sheets else "")
     files[f"plots/tables/{tname}.csv"] = (
         table_plot_frame(params, table, records.curves).to_csv(index=False), "output")
     if tname in sheets:
-        written[f"{tname}_rollouts"] = Path("figures") / sheets[tname].name
+        written[f"{tname}_rollouts"] = Path(sheets[tname])
     return TableReport(
         tname, table, frame, shown, md + f"\n![{table.title} curves]({figures['curves']}) "
         f"![{table.title} per task]({figures['tasks']}){contrasts_fig}{rollouts}\n",
@@ -358,13 +358,13 @@ def _build_reports(params: Params, records: RunRecords, published: Published,
                    branches: BranchRecords | None,
                    versus_runs: Mapping[str, pd.DataFrame] | None,
                    files: Files) -> dict[str, Path]:
-    """Copy the rollout videos and draw their contact sheets under ``out_dir``; add every other
-    report to ``files``. Returns the main reports' paths under the reports folder."""
+    """Copy the rollout videos under ``out_dir``; add every other report (their contact sheets
+    too) to ``files``. Returns the main reports' paths under the reports folder."""
     rng = np.random.default_rng(0)  # bootstrap draws: fixed so reports are reproducible
     reports: list[TableReport] = []
     metrics: dict[str, dict] = {}
     written: dict[str, Path] = {}
-    sheets = write_videos(params, videos or {}, out_dir)
+    sheets = write_videos(params, videos or {}, out_dir, files)
     for tname, table in params.tables.items():
         report = _table_report(params, tname, table, records, published, rng, sheets,
                                versus_runs, written, files)
