@@ -18,11 +18,12 @@ COMPILE_SKIP := /tests?/|site-packages/(OpenGL|sklearn|networkx|pip|setuptools)/
 $(STAMP): requirements.txt $(wildcard requirements/*.txt) pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
 	# uv installs the same packages as pip (every version fixed by requirements/lock.txt) in about
-	# a third of pip's time: it fetches and unpacks in parallel. uv does not read pip's settings;
-	# it is given pip's find-links folders (PIP_FIND_LINKS: where a machine keeps torch's CPU wheel).
+	# half of pip's time: it fetches and unpacks in parallel. uv does not read pip's settings; it is
+	# given pip's find-links folders (from pip's config files or PIP_FIND_LINKS: where a machine
+	# keeps torch's CPU wheel).
 	$(PY) -m pip install --disable-pip-version-check -q $$(grep '^uv==' requirements/lock.txt)
-	$(VENV)/bin/uv pip install -q --python $(PY) $(foreach d,$(PIP_FIND_LINKS),--find-links $(d)) \
-	  -r requirements.txt -c requirements/lock.txt
+	$(VENV)/bin/uv pip install -q --python $(PY) -r requirements.txt -c requirements/lock.txt \
+	  $$($(PY) -m pip config list | sed -n "s/^[^=]*find-links='\(.*\)'$$/\1/p" | tr ' ' '\n' | sort -u | sed 's/^/--find-links /')
 	# uv does not byte-compile; compileall does, on every core. Ahead of time,
 	# because a process run with PYTHONDONTWRITEBYTECODE=1 (as on CI) never caches what it
 	# compiles. Left out: what no process of the project imports (COMPILE_SKIP, about half the
