@@ -21,9 +21,10 @@ $(STAMP): requirements.txt $(wildcard requirements/*.txt) pyproject.toml
 	# half of pip's time: it fetches and unpacks in parallel. uv does not read pip's settings; it is
 	# given pip's find-links folders (from pip's config files or PIP_FIND_LINKS: where a machine
 	# keeps torch's CPU wheel) and trusts the system's certificates, as pip's cert setting does
-	# where a proxy re-signs HTTPS (uv's own list would refuse it).
+	# where a proxy re-signs HTTPS (uv's own list would refuse it); a slow link gets pip's 3 minutes.
 	$(PY) -m pip install --disable-pip-version-check -q $$(grep '^uv==' requirements/lock.txt)
-	$(VENV)/bin/uv pip install -q --system-certs --python $(PY) -r requirements.txt -c requirements/lock.txt \
+	UV_HTTP_TIMEOUT=$${UV_HTTP_TIMEOUT:-180} $(VENV)/bin/uv pip install -q --system-certs \
+	  --python $(PY) -r requirements.txt -c requirements/lock.txt \
 	  $$($(PY) -m pip config list | sed -n "s/^[^=]*find-links='\(.*\)'$$/\1/p" | tr ' ' '\n' | sort -u | sed 's/^/--find-links /')
 	# uv does not byte-compile; compileall does, on every core. Ahead of time,
 	# because a process run with PYTHONDONTWRITEBYTECODE=1 (as on CI) never caches what it
