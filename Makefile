@@ -30,7 +30,7 @@ $(STAMP): requirements.txt $(wildcard requirements/*.txt) pyproject.toml
 	# because a process run with PYTHONDONTWRITEBYTECODE=1 (as on CI) never caches what it
 	# compiles. Left out: what no process of the project imports (COMPILE_SKIP, about half the
 	# compile time: docs/speed.md#where-the-test-suites-time-goes), and a file of Python 3.12
-	# syntax, which pip skips too. A module left out still runs, compiled in memory when imported.
+	# syntax, which 3.11 cannot compile. A module left out still runs, compiled in memory when imported.
 	$(PY) -m compileall -q -j 0 -x '$(COMPILE_SKIP)' \
 	  "$$($(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
 	$(PY) -m pip install --disable-pip-version-check -q --no-build-isolation --no-deps -e .
